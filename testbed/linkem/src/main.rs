@@ -1,0 +1,385 @@
+//! `linkem <config.json>`: the NFQUEUE backend of the dnscamp link emulator.
+//!
+//! Run it inside the router network namespace of a link; two iptables rules there send the
+//! forwarded packets of each direction to their own NFQUEUE number (see driver.py). One thread
+//! per direction receives packet metadata (64 bytes copied), asks the pure model in lib.rs when
+//! the packet may leave, and holds the verdict until then: an absolute CLOCK_MONOTONIC timerfd
+//! (epoll) wakes the thread shortly before the departure, and the thread busy-polls the last
+//! microseconds (adaptive: the measured timer overshoot plus a margin, at most `spin_us`).
+//! Drops (loss, queue overflow) get a DROP verdict at once.
+//!
+//! Stats go to `stats_file` as JSON (write tmp + rename) every second and on SIGTERM/SIGINT.
+
+use linkem::{Direction, DropCause, Histogram, LinkConfig, Outcome, Trace};
+use nfq::{Queue, Verdict};
+use serde_json::json;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering as AO};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, AO::SeqCst);
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[derive(Default)]
+struct DirStats {
+    packets: u64,
+    bytes: u64,
+    forwarded: u64,
+    drops_loss: u64,
+    drops_queue: u64,
+    lateness: Histogram,
+    timer_overshoot: Histogram,
+    wakeups: u64,
+    recv_errors: u64,
+    verdict_errors: u64,
+    held_max: u64,
+    kernel_queue_len: u32,
+}
+
+impl DirStats {
+    fn to_json(&self) -> serde_json::Value {
+        let h = &self.lateness;
+        json!({
+            "packets": self.packets,
+            "bytes": self.bytes,
+            "forwarded": self.forwarded,
+            "drops_by_cause": {"loss": self.drops_loss, "queue": self.drops_queue},
+            "lateness_ns": {
+                "count": h.count(), "p50": h.quantile_ns(0.5), "p99": h.quantile_ns(0.99),
+                "max": h.max_ns(), "mean": h.mean_ns(),
+            },
+            "timer_overshoot_ns": {
+                "count": self.timer_overshoot.count(),
+                "p50": self.timer_overshoot.quantile_ns(0.5),
+                "p99": self.timer_overshoot.quantile_ns(0.99),
+            },
+            "wakeups": self.wakeups,
+            "recv_errors": self.recv_errors,
+            "verdict_errors": self.verdict_errors,
+            "held_max": self.held_max,
+            "kernel_queue_maxlen": self.kernel_queue_len,
+        })
+    }
+}
+
+struct Held {
+    dep: u64,
+    seq: u64,
+    msg: nfq::Message,
+}
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.dep, self.seq) == (o.dep, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    // min-heap on (departure, arrival order)
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.dep, o.seq).cmp(&(self.dep, self.seq))
+    }
+}
+
+fn die(msg: String) -> ! {
+    eprintln!("linkem: {msg}");
+    std::process::exit(2)
+}
+
+/// Open a netfilter queue socket bound to `num`, and find its file descriptor (the nfq crate
+/// does not expose it): with one thread running, socket() returns the lowest free descriptor,
+/// which we find just before; the descriptor is then checked to be a NETLINK_NETFILTER socket.
+fn open_queue(num: u16, maxlen: u32) -> (Queue, RawFd) {
+    let probe = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+    if probe < 0 {
+        die("cannot open /dev/null".into());
+    }
+    unsafe { libc::close(probe) };
+    let mut q = Queue::open().unwrap_or_else(|e| die(format!("netlink socket: {e}")));
+    let fd = probe;
+    let mut proto: libc::c_int = 0;
+    let mut plen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let ok = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL, &mut proto as *mut _ as *mut _, &mut plen)
+    };
+    if ok != 0 || proto != libc::NETLINK_NETFILTER {
+        die(format!("could not identify the netlink socket of queue {num}"));
+    }
+    // A big receive buffer: bursts must not overflow the socket (NETLINK_NO_ENOBUFS is set by
+    // Queue::open, so an overflow would not even be reported to us).
+    let size: libc::c_int = 64 << 20;
+    unsafe {
+        if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size as *const _ as *const _, 4) != 0 {
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size as *const _ as *const _, 4);
+        }
+    }
+    q.bind(num).unwrap_or_else(|e| die(format!("bind queue {num}: {e} (is another process bound?)")));
+    q.set_copy_range(num, 64).unwrap_or_else(|e| die(format!("copy range: {e}")));
+    q.set_queue_max_len(num, maxlen).unwrap_or_else(|e| die(format!("queue max len: {e}")));
+    q.set_recv_gso(num, false).unwrap_or_else(|e| die(format!("gso: {e}")));
+    // fail closed: if we cannot keep up, the kernel drops rather than bypassing the emulator
+    q.set_fail_open(num, false).unwrap_or_else(|e| die(format!("fail open: {e}")));
+    q.set_nonblocking(true);
+    (q, fd)
+}
+
+struct Epoll {
+    ep: RawFd,
+    tfd: RawFd,
+}
+
+impl Epoll {
+    fn new(sock: RawFd) -> Epoll {
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let tfd = libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
+            if ep < 0 || tfd < 0 {
+                die("epoll/timerfd".into());
+            }
+            for (fd, tag) in [(sock, 1u64), (tfd, 2u64)] {
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: tag };
+                if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+                    die("epoll_ctl".into());
+                }
+            }
+            Epoll { ep, tfd }
+        }
+    }
+
+    fn arm_abs(&self, t_ns: u64) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
+            },
+        };
+        unsafe { libc::timerfd_settime(self.tfd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+
+    fn disarm(&self) {
+        let spec: libc::itimerspec = unsafe { std::mem::zeroed() };
+        unsafe { libc::timerfd_settime(self.tfd, 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Wait for the socket or the timer; returns true if the timer fired.
+    fn wait(&self, timeout_ms: i32) -> bool {
+        let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
+        let n = unsafe { libc::epoll_wait(self.ep, evs.as_mut_ptr(), 4, timeout_ms) };
+        let mut fired = false;
+        for ev in evs.iter().take(n.max(0) as usize) {
+            if ev.u64 == 2 {
+                let mut buf = [0u8; 8];
+                unsafe { libc::read(self.tfd, buf.as_mut_ptr() as *mut _, 8) };
+                fired = true;
+            }
+        }
+        fired
+    }
+}
+
+fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex<DirStats>>, spin_max_ns: u64) {
+    let ep = Epoll::new(sock);
+    let mut heap: BinaryHeap<Held> = BinaryHeap::new();
+    let mut seq: u64 = 0;
+    // How early the timer is armed before a departure; adapted to the measured overshoot.
+    let mut advance_ns: u64 = spin_max_ns;
+    let mut overshoot_ewma: f64 = spin_max_ns as f64 / 2.0;
+    let mut armed_for: Option<u64> = None;
+    while !STOP.load(AO::Relaxed) {
+        // 1. take in everything that arrived
+        loop {
+            match q.recv() {
+                Ok(mut msg) => {
+                    let now = mono_ns();
+                    let len = msg.get_original_len() as u32;
+                    let outcome = dir.schedule(now, len);
+                    let mut st = stats.lock().unwrap();
+                    st.packets += 1;
+                    st.bytes += len as u64;
+                    match outcome {
+                        Outcome::Drop(cause) => {
+                            match cause {
+                                DropCause::Loss => st.drops_loss += 1,
+                                DropCause::Queue => st.drops_queue += 1,
+                            }
+                            drop(st);
+                            msg.set_verdict(Verdict::Drop);
+                            if q.verdict(msg).is_err() {
+                                stats.lock().unwrap().verdict_errors += 1;
+                            }
+                        }
+                        Outcome::Departure(dep) => {
+                            seq += 1;
+                            heap.push(Held { dep, seq, msg });
+                            st.held_max = st.held_max.max(heap.len() as u64);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    stats.lock().unwrap().recv_errors += 1;
+                    break;
+                }
+            }
+        }
+        // 2. release everything that is due
+        let mut now = mono_ns();
+        while heap.peek().is_some_and(|h| h.dep <= now) {
+            let h = heap.pop().unwrap();
+            let mut msg = h.msg;
+            msg.set_verdict(Verdict::Accept);
+            let ok = q.verdict(msg).is_ok();
+            // honest lateness: the clock read after the verdict has been handed to the kernel
+            let after = mono_ns();
+            let mut st = stats.lock().unwrap();
+            if ok {
+                st.forwarded += 1;
+                st.lateness.record(after - h.dep);
+            } else {
+                st.verdict_errors += 1;
+            }
+            now = after;
+        }
+        // 3. wait: busy-poll when the next departure is close, else sleep on the timer
+        match heap.peek().map(|h| h.dep) {
+            None => {
+                if armed_for.take().is_some() {
+                    ep.disarm();
+                }
+                ep.wait(100);
+            }
+            Some(dep) => {
+                if dep.saturating_sub(now) <= advance_ns {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let target = dep - advance_ns;
+                if armed_for != Some(target) {
+                    ep.arm_abs(target);
+                    armed_for = Some(target);
+                }
+                if ep.wait(100) {
+                    let woke = mono_ns();
+                    armed_for = None;
+                    let over = woke.saturating_sub(target);
+                    overshoot_ewma = 0.95 * overshoot_ewma + 0.05 * over as f64;
+                    // wake up early by the typical overshoot plus a margin
+                    advance_ns = ((overshoot_ewma * 1.5) as u64 + 15_000).min(spin_max_ns);
+                    let mut st = stats.lock().unwrap();
+                    st.timer_overshoot.record(over);
+                    st.wakeups += 1;
+                }
+            }
+        }
+    }
+    // On exit the kernel drops what is still held when the socket closes (fail closed).
+}
+
+fn write_atomic(path: &str, text: &str) {
+    let tmp = format!("{path}.tmp.{}", std::process::id());
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 2 || args[1] == "--help" || args[1] == "-h" {
+        eprintln!("usage: linkem <config.json>   (run inside the router namespace; see README.md)");
+        std::process::exit(if args.len() == 2 { 0 } else { 2 });
+    }
+    let text = std::fs::read_to_string(&args[1]).unwrap_or_else(|e| die(format!("{}: {e}", args[1])));
+    let cfg = LinkConfig::from_json(&text).unwrap_or_else(|e| die(e.to_string()));
+    let load_trace = |c: &linkem::DirectionConfig| -> Option<Trace> {
+        c.trace_file.as_ref().map(|p| {
+            let t = std::fs::read_to_string(p).unwrap_or_else(|e| die(format!("{p}: {e}")));
+            Trace::parse(&t).unwrap_or_else(|e| die(format!("{p}: {e}")))
+        })
+    };
+    let d_ab = Direction::new(&cfg.a_to_b, load_trace(&cfg.a_to_b)).unwrap_or_else(|e| die(format!("a_to_b: {e}")));
+    let d_ba = Direction::new(&cfg.b_to_a, load_trace(&cfg.b_to_a)).unwrap_or_else(|e| die(format!("b_to_a: {e}")));
+
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        // timerfd expiries are otherwise rounded up by the default 50 us timer slack
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+
+    let spin_ns = cfg.spin_us * 1000;
+    let mut stats = Vec::new();
+    let mut threads = Vec::new();
+    for (label, num, d) in [("a_to_b", cfg.queues.a_to_b, d_ab), ("b_to_a", cfg.queues.b_to_a, d_ba)] {
+        let maxlen = d.kernel_queue_len();
+        let (q, fd) = open_queue(num, maxlen);
+        let st = Arc::new(Mutex::new(DirStats { kernel_queue_len: maxlen, ..Default::default() }));
+        stats.push((label, st.clone()));
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("linkem-{label}"))
+                .spawn(move || run_direction(q, fd, d, st, spin_ns))
+                .unwrap(),
+        );
+    }
+
+    let started = mono_ns();
+    let config_echo = serde_json::to_value(&cfg).unwrap();
+    let write_stats = |final_: bool| {
+        let mut dirs = serde_json::Map::new();
+        for (label, st) in &stats {
+            dirs.insert(label.to_string(), st.lock().unwrap().to_json());
+        }
+        let v = json!({
+            "schema": "dnscamp.linkem.stats/1",
+            "backend": "nfqueue",
+            "name": cfg.name,
+            "pid": std::process::id(),
+            "uptime_s": (mono_ns() - started) as f64 / 1e9,
+            "final": final_,
+            "directions": dirs,
+            "config": config_echo,
+        });
+        write_atomic(&cfg.stats_file, &serde_json::to_string_pretty(&v).unwrap());
+    };
+    write_stats(false);
+    if let Some(r) = &cfg.ready_file {
+        write_atomic(r, &format!("{}\n", std::process::id()));
+    }
+    eprintln!("linkem: {} bound to queues {} (a_to_b) and {} (b_to_a)", cfg.name, cfg.queues.a_to_b, cfg.queues.b_to_a);
+
+    let mut last = mono_ns();
+    while !STOP.load(AO::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        if threads.iter().any(|t| t.is_finished()) {
+            STOP.store(true, AO::SeqCst);
+            break;
+        }
+        if mono_ns() - last >= 1_000_000_000 {
+            write_stats(false);
+            last = mono_ns();
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    write_stats(true);
+    eprintln!("linkem: {} stopped", cfg.name);
+}
