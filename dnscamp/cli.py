@@ -1,0 +1,41 @@
+"""The `dnscamp` command. Each area is a Typer sub-app in dnscamp/commands/<area>.py."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dnscamp import __version__
+from dnscamp.commands import campaign, db, ingest
+
+app = typer.Typer(
+    name="dnscamp",
+    help="Measurement campaigns on DNS transports and web performance.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# -- areas (one line each) ------------------------------------------------------------------
+app.add_typer(db.app, name="db")
+app.add_typer(campaign.app, name="campaign")
+app.command("ingest")(ingest.ingest_command)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the dnscamp version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("dnscamp: interrupted\n")
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""`dnscamp campaign ...`: validate, plan and run campaign specs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from dnscamp import planner, report, runner
+from dnscamp.errors import die
+from dnscamp.spec import SpecError, load
+from vantage_agent import paths
+
+app = typer.Typer(help="Campaign specs: validate, plan, run.", no_args_is_help=True)
+
+
+def _load(spec_path: Path):
+    try:
+        return load(spec_path)
+    except SpecError as exc:
+        for line in exc.lines:
+            sys.stderr.write(f"dnscamp: {line}\n")
+        raise typer.Exit(2) from None
+
+
+@app.command("validate")
+def validate(spec: Path = typer.Argument(..., help="Campaign spec (TOML).")) -> None:
+    """Check a spec; print every error as 'file: field.path: reason'."""
+    s = _load(spec)
+    n = len(planner.plan(s, "validate").units)
+    typer.echo(f"{spec}: ok ({n} units: {len(s.vantages)} vantages, kinds {', '.join(sorted(s.kinds))})")
+
+
+@app.command("plan")
+def plan_cmd(
+    spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the units as JSON lines."),
+) -> None:
+    """Print the shuffled plan (units in execution order) without running anything."""
+    s = _load(spec)
+    p = planner.plan(s, "plan")
+    for u in p.units:
+        if as_json:
+            typer.echo(json.dumps(u.to_dict()))
+        else:
+            typer.echo(f"{u.order:5d} {u.id} {u.vantage.id}/{u.vantage.network_profile or '-'} {u.kind} {u.target} rep={u.repetition}")
+
+
+def testbed_for(spec) -> dict | None:
+    """Bring the testbed up with the spec's profiles and return its description."""
+    profiles = spec.testbed_profiles()
+    if not profiles:
+        return None
+    try:
+        from testbed import lifecycle
+    except ImportError:
+        die("this campaign has testbed vantages but the testbed is not installed (testbed/lifecycle.py)")
+    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles)
+
+
+@app.command("run")
+def run_cmd(
+    spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
+    run_id: str = typer.Option(None, "--run", help="Run id to create or resume (default: resume the latest unfinished run of this spec, else a new one)."),
+    spool: Path = typer.Option(None, help="Spool directory (default $DNSCAMP_HOME/spool)."),
+    ingest: bool = typer.Option(True, help="Ingest the run's records into the store afterwards."),
+    show_report: bool = typer.Option(True, "--report/--no-report", help="Print the report afterwards."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """Run (or resume) a campaign: units -> spool -> (ingest) -> (report)."""
+    s = _load(spec)
+    spool = spool or paths.spool_dir()
+    summary = runner.run(s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=lambda: testbed_for(s))
+    out = summary.as_json()
+    if ingest:
+        from collectors.ingest import ingest as do_ingest
+        from db import engine, migrate
+
+        migrate.upgrade(engine.sqlalchemy_url("owner"))
+        stats = do_ingest([summary.run_dir], engine.database_url("writer"))
+        out["ingest"] = stats.as_json()
+        for r in stats.reasons[:20]:
+            sys.stderr.write(f"quarantined: {r}\n")
+    if as_json:
+        typer.echo(json.dumps(out))
+    else:
+        typer.echo(
+            f"run {summary.run} of {summary.campaign}: {summary.units_run} units run, {summary.units_skipped} already done, "
+            f"{summary.records} records {dict(summary.statuses)}" + (f"; ingest {out['ingest']}" if ingest else "")
+        )
+    if ingest and show_report and not as_json:
+        from db import engine
+
+        report.render(report.gather(engine.database_url("reader"), summary.campaign, summary.run))
+
+
+@app.command("report")
+def report_cmd(
+    campaign: str = typer.Argument(..., help="Campaign name."),
+    run_id: str = typer.Option(None, "--run", help="Only this run."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Print the report of a campaign from the SQL views."""
+    from db import engine
+
+    sections = report.gather(engine.database_url("reader"), campaign, run_id)
+    if as_json:
+        typer.echo(json.dumps(sections, default=str))
+    else:
+        report.render(sections)

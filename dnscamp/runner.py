@@ -1,0 +1,231 @@
+"""The campaign runner: executes a plan's units through the kind registry.
+
+- Units of "client" kinds run in a vantage agent subprocess (``python -m
+  vantage_agent.agent``), inside the vantage's client namespace on the testbed
+  (``ip netns exec dc-client-<profile>``); "host" kinds run in this process.
+- Every unit's records land in the spool as one atomically written file named by the unit
+  id, so an interrupted run resumes without redoing or losing finished units: a unit whose
+  file exists is done.
+- A crashed agent is a record too (status ``other``, with its exit code and stderr tail) and
+  the run goes on with a fresh agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dnscamp import kinds as registry
+from dnscamp.planner import Plan, plan as make_plan
+from dnscamp.spec import CampaignSpec
+from testbed import plan as tb_plan
+from vantage_agent.agent import run_unit
+from vantage_agent.kind import RunContext, Unit, make_record, utcnow
+from vantage_agent.spool import SpoolWriter, write_atomic
+
+RUNNABLE_PROVIDERS = ("local", "testbed")
+
+
+@dataclass
+class RunSummary:
+    campaign: str
+    run: str
+    seed: int
+    run_dir: Path
+    units_total: int
+    units_skipped: int = 0  # already done (resume)
+    units_run: int = 0
+    records: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    resumed: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "campaign": self.campaign, "run": self.run, "seed": self.seed, "run_dir": str(self.run_dir),
+            "units_total": self.units_total, "units_skipped": self.units_skipped, "units_run": self.units_run,
+            "records": self.records, "statuses": dict(self.statuses), "resumed": self.resumed,
+        }  # fmt: skip
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def find_resumable(spool_dir: Path, spec: CampaignSpec) -> str | None:
+    """The latest unfinished run of this campaign made from the same spec text."""
+    base = spool_dir / spec.campaign.name
+    if not base.is_dir():
+        return None
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
+        meta = d / "plan.json"
+        if meta.exists() and not (d / "complete.json").exists():
+            try:
+                if json.loads(meta.read_text()).get("spec_sha256") == spec.sha256:
+                    return d.name
+            except (OSError, json.JSONDecodeError):
+                continue
+    return None
+
+
+def _agent_argv(spool_dir: Path, namespace: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "vantage_agent.agent", "--spool", str(spool_dir)]
+    if namespace:
+        argv = ["ip", "netns", "exec", namespace, *argv]
+    return argv
+
+
+class _Agent:
+    """One agent subprocess for one (vantage, profile) group."""
+
+    def __init__(self, spool_dir: Path, namespace: str | None):
+        env = dict(os.environ, DNSCAMP_NETNS=namespace or "", PYTHONUNBUFFERED="1")
+        self.errlog = open(spool_dir / f".agent-{os.getpid()}-{namespace or 'local'}.stderr", "w+")
+        self.proc = subprocess.Popen(
+            _agent_argv(spool_dir, namespace), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.errlog, text=True, env=env, cwd=str(Path(__file__).resolve().parent.parent),
+        )  # fmt: skip
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        return json.loads(line) if line else None
+
+    def failure_text(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.errlog.seek(0)
+        tail = " | ".join(self.errlog.read().strip().splitlines()[-3:])
+        return f"vantage agent exited with code {rc}: {tail or 'no stderr'}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        name = self.errlog.name
+        self.errlog.close()
+        try:
+            if os.path.getsize(name) == 0:
+                os.unlink(name)
+        except OSError:
+            pass
+
+
+def namespace_for(unit: Unit) -> str | None:
+    if unit.vantage.provider == "testbed" and unit.vantage.network_profile:
+        return tb_plan.CLIENT_NS.format(profile=unit.vantage.network_profile)
+    return None
+
+
+def run(
+    spec: CampaignSpec,
+    *,
+    spool_dir: Path,
+    run_id: str | None = None,
+    show_progress: bool = True,
+    testbed_info: Callable[[], dict[str, Any] | None] | None = None,
+    on_unit: Callable[[Unit, dict[str, Any]], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) a campaign. ``testbed_info`` returns the testbed description when the
+    spec has testbed vantages (the caller brings the testbed up)."""
+    resumed = False
+    if run_id is None:
+        run_id = find_resumable(spool_dir, spec)
+        resumed = run_id is not None
+    run_id = run_id or new_run_id()
+    the_plan: Plan = make_plan(spec, run_id)
+    run_dir = spool_dir / spec.campaign.name / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "plan.json").exists():
+        write_atomic(
+            run_dir / "plan.json",
+            json.dumps(
+                {
+                    "campaign": spec.campaign.name, "run": run_id, "seed": the_plan.seed,
+                    "spec_source": spec.source, "spec_sha256": spec.sha256,
+                    "created": datetime.now(timezone.utc).isoformat(),
+                    "order": [u.id for u in the_plan.units],
+                },
+                indent=1,
+            ).encode(),
+        )  # fmt: skip
+    else:
+        resumed = True
+    summary = RunSummary(spec.campaign.name, run_id, the_plan.seed, run_dir, len(the_plan.units), resumed=resumed)
+    spool = SpoolWriter(spool_dir)
+    todo = [u for u in the_plan.units if not spool.path_for(u.campaign, u.run, u.id).exists()]
+    summary.units_skipped = len(the_plan.units) - len(todo)
+    skipped_providers = sorted({u.vantage.provider for u in todo if u.vantage.provider not in RUNNABLE_PROVIDERS})
+    todo = [u for u in todo if u.vantage.provider in RUNNABLE_PROVIDERS]
+    if skipped_providers:
+        sys.stderr.write(
+            f"dnscamp: units of providers {', '.join(skipped_providers)} run on their own vantage agents "
+            "(infra/ cron), not here; skipped\n"
+        )
+    tb = testbed_info() if testbed_info and any(u.vantage.provider == "testbed" for u in todo) else None
+
+    # Group by where the unit runs, keeping the shuffled order within each group.
+    groups: "OrderedDict[tuple, list[Unit]]" = OrderedDict()
+    for u in todo:
+        kind = registry.get(u.kind)
+        ns = namespace_for(u) if kind.where == "client" else None
+        groups.setdefault((kind.where, ns), []).append(u)
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[statuses]}"), disable=not show_progress, transient=False,
+    )  # fmt: skip
+    with progress:
+        task = progress.add_task(f"{spec.campaign.name}/{run_id}", total=len(todo), statuses="")
+        for (where, ns), units in groups.items():
+            agent = _Agent(run_dir, ns) if where == "client" else None
+            try:
+                for u in units:
+                    ctx_d = {"testbed": tb, "namespace": ns, "artifacts_dir": str(run_dir / "artifacts")}
+                    if agent is None:
+                        ctx = RunContext(spool_dir=spool_dir, artifacts_dir=run_dir / "artifacts", testbed=tb)
+                        reply = run_unit(registry.get(u.kind), u, ctx, spool)
+                    else:
+                        reply = agent.run({"unit": u.to_dict(), "kind": registry.KINDS[u.kind], "ctx": ctx_d})
+                        if reply is None:  # the agent died: the unit is a record, then a new agent
+                            text = agent.failure_text()
+                            rec = make_record(u, started_at=utcnow(), body={}, status="other", error=text)
+                            path = spool.write([rec], name=u.id)
+                            reply = {"unit": u.id, "file": str(path), "n": 1, "statuses": {"other": 1}}
+                            agent.close()
+                            agent = _Agent(run_dir, ns)
+                    summary.units_run += 1
+                    summary.records += reply["n"]
+                    summary.statuses.update(reply["statuses"])
+                    if on_unit:
+                        on_unit(u, reply)
+                    progress.update(
+                        task, advance=1, statuses=" ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()))
+                    )
+            finally:
+                if agent is not None:
+                    agent.close()
+    write_atomic(run_dir / "complete.json", json.dumps(summary.as_json(), indent=1).encode())
+    return summary

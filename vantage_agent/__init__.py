@@ -1,0 +1,1 @@
+"""What runs on a vantage point: measurements (ping, dns, pageload), records, spool."""

@@ -1,0 +1,124 @@
+"""What a measurement kind is, and the helpers every kind uses to build its records.
+
+A kind (ping, dns_query, page_load, link_check, atlas, ...) is a module-level object with:
+
+- ``name``: the kind name stored in records;
+- ``params_model``: a pydantic model validating the kind's table in the campaign spec
+  (``[kinds.<name>]``);
+- ``targets(params) -> list[str]``: the values of the matrix's target axis for this kind;
+- ``where``: ``"client"`` (run inside the vantage's client namespace, e.g. dc-client-fiber on
+  the testbed) or ``"host"`` (run where the runner runs; for kinds that manage namespaces
+  themselves);
+- ``run(unit, ctx) -> Iterable[Envelope]``: perform one unit; every failure is a record with a
+  status from ``vantage_agent.errors`` (never an exception escaping, never a missing record).
+
+The registry from kind name to module lives in ``dnscamp/kinds.py``; no other code branches on
+kind names.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+from pydantic import BaseModel
+
+from vantage_agent import errors
+from vantage_agent.records import SCHEMA_V1, Envelope, Vantage
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One cell of the campaign matrix: everything a kind needs to run it."""
+
+    id: str
+    campaign: str
+    run: str
+    kind: str
+    vantage: Vantage
+    target: str
+    repetition: int
+    params: dict[str, Any]
+    seed: int
+    order: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["vantage"] = self.vantage.model_dump()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Unit":
+        d = dict(d)
+        d["vantage"] = Vantage(**d["vantage"])
+        return cls(**d)
+
+
+@dataclass
+class RunContext:
+    """Where a unit runs: directories and what is known about the testbed."""
+
+    spool_dir: Path
+    artifacts_dir: Path
+    testbed: dict[str, Any] | None = None  # `dnscamp testbed info --json`, when on the testbed
+    namespace: str | None = None  # network namespace the unit runs in, if any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Kind(Protocol):
+    name: str
+    params_model: type[BaseModel]
+    where: str
+
+    def targets(self, params: BaseModel) -> list[str]: ...
+
+    def run(self, unit: Unit, ctx: RunContext) -> Iterable[Envelope]: ...
+
+
+def base_env() -> dict[str, Any]:
+    """Environment facts every record carries (kinds add their tool versions)."""
+    return {
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "hostname": platform.node(),
+        "netns": os.environ.get("DNSCAMP_NETNS"),
+    }
+
+
+def make_record(
+    unit: Unit,
+    *,
+    started_at: datetime,
+    body: BaseModel | dict[str, Any],
+    status: str = errors.OK,
+    error: str | None = None,
+    env: dict[str, Any] | None = None,
+    record_id: uuid.UUID | None = None,
+) -> Envelope:
+    """Build (and validate) one record of ``unit``."""
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json")
+    return Envelope(
+        schema=SCHEMA_V1,
+        kind=unit.kind,
+        id=record_id or uuid.uuid4(),
+        campaign=unit.campaign,
+        run=unit.run,
+        unit=unit.id,
+        vantage=unit.vantage,
+        started_at=started_at.astimezone(timezone.utc),
+        status=status,
+        error=error,
+        env={**base_env(), **(env or {})},
+        body=body,
+    )
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
