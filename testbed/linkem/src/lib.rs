@@ -489,35 +489,53 @@ impl Direction {
 // Lateness histogram
 // ---------------------------------------------------------------------------------------------
 
-/// Histogram of non-negative durations with 1 us buckets up to 100 ms; the max is exact.
+/// Histogram of signed durations (ns) with 1 us buckets from -1 ms to +99 ms; values outside
+/// are counted in under/overflow and min/max are exact.
 #[derive(Clone, Debug)]
 pub struct Histogram {
     buckets: Vec<u64>,
+    underflow: u64,
     overflow: u64,
     count: u64,
-    sum_ns: u128,
-    max_ns: u64,
+    sum_ns: i128,
+    min_ns: i64,
+    max_ns: i64,
 }
 
-const HIST_BUCKET_NS: u64 = 1_000;
+const HIST_BUCKET_NS: i64 = 1_000;
+const HIST_OFFSET_NS: i64 = 1_000_000;
 const HIST_BUCKETS: usize = 100_000;
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: vec![0; HIST_BUCKETS], overflow: 0, count: 0, sum_ns: 0, max_ns: 0 }
+        Histogram {
+            buckets: vec![0; HIST_BUCKETS],
+            underflow: 0,
+            overflow: 0,
+            count: 0,
+            sum_ns: 0,
+            min_ns: i64::MAX,
+            max_ns: i64::MIN,
+        }
     }
 }
 
 impl Histogram {
-    pub fn record(&mut self, ns: u64) {
-        let b = (ns / HIST_BUCKET_NS) as usize;
-        if b < HIST_BUCKETS {
-            self.buckets[b] += 1;
+    pub fn record(&mut self, ns: i64) {
+        let shifted = ns + HIST_OFFSET_NS;
+        if shifted < 0 {
+            self.underflow += 1;
         } else {
-            self.overflow += 1;
+            let b = (shifted / HIST_BUCKET_NS) as usize;
+            if b < HIST_BUCKETS {
+                self.buckets[b] += 1;
+            } else {
+                self.overflow += 1;
+            }
         }
         self.count += 1;
-        self.sum_ns += ns as u128;
+        self.sum_ns += ns as i128;
+        self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
     }
 
@@ -525,29 +543,37 @@ impl Histogram {
         self.count
     }
 
-    pub fn max_ns(&self) -> u64 {
-        self.max_ns
+    pub fn max_ns(&self) -> i64 {
+        if self.count == 0 { 0 } else { self.max_ns }
     }
 
-    pub fn mean_ns(&self) -> u64 {
+    pub fn min_ns(&self) -> i64 {
+        if self.count == 0 { 0 } else { self.min_ns }
+    }
+
+    pub fn mean_ns(&self) -> i64 {
         if self.count == 0 {
             0
         } else {
-            (self.sum_ns / self.count as u128) as u64
+            (self.sum_ns / self.count as i128) as i64
         }
     }
 
-    /// Upper edge of the bucket holding quantile q (capped at the exact max).
-    pub fn quantile_ns(&self, q: f64) -> u64 {
+    /// Upper edge of the bucket holding quantile q, clamped to the exact [min, max].
+    pub fn quantile_ns(&self, q: f64) -> i64 {
         if self.count == 0 {
             return 0;
         }
         let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0;
+        let mut seen = self.underflow;
+        if seen >= rank {
+            return self.min_ns;
+        }
         for (i, &c) in self.buckets.iter().enumerate() {
             seen += c;
             if seen >= rank {
-                return ((i as u64 + 1) * HIST_BUCKET_NS).min(self.max_ns);
+                let edge = (i as i64 + 1) * HIST_BUCKET_NS - HIST_OFFSET_NS;
+                return edge.clamp(self.min_ns, self.max_ns);
             }
         }
         self.max_ns
@@ -900,7 +926,7 @@ mod tests {
     #[test]
     fn histogram_quantiles() {
         let mut h = Histogram::default();
-        for us in 1..=1000u64 {
+        for us in 1..=1000i64 {
             h.record(us * 1000 - 1);
         }
         assert_eq!(h.count(), 1000);
@@ -909,6 +935,15 @@ mod tests {
         assert_eq!(h.max_ns(), 999_999);
         h.record(5_000_000_000);
         assert_eq!(h.max_ns(), 5_000_000_000);
+        let mut s = Histogram::default();
+        for v in [-30_000i64, -10_000, 5_000, 7_000, 2_000_000_000] {
+            s.record(v);
+        }
+        assert_eq!(s.quantile_ns(0.2), -29_000);
+        assert_eq!(s.quantile_ns(0.5), 6_000);
+        assert_eq!(s.min_ns(), -30_000);
+        s.record(-5_000_000);
+        assert_eq!(s.quantile_ns(0.0), -5_000_000);
     }
 
     #[test]

@@ -26,11 +26,35 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, AO::SeqCst);
 }
 
-fn mono_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Arrival time on the monotonic clock: the kernel's receive timestamp of the packet (wall
+/// clock, 1 us resolution) when it is present and plausible, else the time we got it.
+fn arrival_ns(msg: &nfq::Message, now: u64) -> (u64, Option<i64>) {
+    if let Some(ts) = msg.get_timestamp() {
+        if let Ok(d) = ts.duration_since(std::time::UNIX_EPOCH) {
+            let age = clock_ns(libc::CLOCK_REALTIME) as i64 - d.as_nanos() as i64;
+            // 1 us resolution of the timestamp: allow it to look up to 2 us in the future
+            if (-2_000..MAX_INGRESS_AGE_NS).contains(&age) {
+                return (now - age.max(0) as u64, Some(age));
+            }
+        }
+    }
+    (now, None)
+}
+
+/// Kernel timestamps older than this are not trusted (clock step, or a sender's own stamp).
+const MAX_INGRESS_AGE_NS: i64 = 5_000_000;
+/// Release a packet early by (at most) this much, to centre on the time the verdict is done.
+const MAX_VERDICT_COMPENSATION_NS: u64 = 60_000;
 
 #[derive(Default)]
 struct DirStats {
@@ -41,6 +65,8 @@ struct DirStats {
     drops_queue: u64,
     lateness: Histogram,
     timer_overshoot: Histogram,
+    ingress_delay: Histogram,
+    verdict_ns: Histogram,
     wakeups: u64,
     recv_errors: u64,
     verdict_errors: u64,
@@ -58,7 +84,16 @@ impl DirStats {
             "drops_by_cause": {"loss": self.drops_loss, "queue": self.drops_queue},
             "lateness_ns": {
                 "count": h.count(), "p50": h.quantile_ns(0.5), "p99": h.quantile_ns(0.99),
-                "max": h.max_ns(), "mean": h.mean_ns(),
+                "max": h.max_ns(), "min": h.min_ns(), "mean": h.mean_ns(),
+            },
+            "ingress_delay_ns": {
+                "count": self.ingress_delay.count(),
+                "p50": self.ingress_delay.quantile_ns(0.5),
+                "p99": self.ingress_delay.quantile_ns(0.99),
+            },
+            "verdict_ns": {
+                "p50": self.verdict_ns.quantile_ns(0.5),
+                "p99": self.verdict_ns.quantile_ns(0.99),
             },
             "timer_overshoot_ns": {
                 "count": self.timer_overshoot.count(),
@@ -202,15 +237,21 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
     let mut advance_ns: u64 = spin_max_ns;
     let mut overshoot_ewma: f64 = spin_max_ns as f64 / 2.0;
     let mut armed_for: Option<u64> = None;
+    // How long handing an ACCEPT verdict to the kernel takes (it forwards the packet inside
+    // the syscall): packets are released this much before their departure time.
+    let mut verdict_ewma: f64 = 0.0;
     while !STOP.load(AO::Relaxed) {
         // 1. take in everything that arrived
         loop {
             match q.recv() {
                 Ok(mut msg) => {
-                    let now = mono_ns();
+                    let (now, age) = arrival_ns(&msg, mono_ns());
                     let len = msg.get_original_len() as u32;
                     let outcome = dir.schedule(now, len);
                     let mut st = stats.lock().unwrap();
+                    if let Some(age) = age {
+                        st.ingress_delay.record(age);
+                    }
                     st.packets += 1;
                     st.bytes += len as u64;
                     match outcome {
@@ -242,17 +283,21 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
         }
         // 2. release everything that is due
         let mut now = mono_ns();
-        while heap.peek().is_some_and(|h| h.dep <= now) {
+        let comp = (verdict_ewma as u64).min(MAX_VERDICT_COMPENSATION_NS);
+        while heap.peek().is_some_and(|h| h.dep <= now + comp) {
             let h = heap.pop().unwrap();
             let mut msg = h.msg;
             msg.set_verdict(Verdict::Accept);
+            let before = mono_ns();
             let ok = q.verdict(msg).is_ok();
             // honest lateness: the clock read after the verdict has been handed to the kernel
             let after = mono_ns();
+            verdict_ewma = 0.9 * verdict_ewma + 0.1 * (after - before) as f64;
             let mut st = stats.lock().unwrap();
             if ok {
                 st.forwarded += 1;
-                st.lateness.record(after - h.dep);
+                st.lateness.record(after as i64 - h.dep as i64);
+                st.verdict_ns.record((after - before) as i64);
             } else {
                 st.verdict_errors += 1;
             }
@@ -267,6 +312,8 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
                 ep.wait(100);
             }
             Some(dep) => {
+                let comp = (verdict_ewma as u64).min(MAX_VERDICT_COMPENSATION_NS);
+                let dep = dep.saturating_sub(comp);
                 if dep.saturating_sub(now) <= advance_ns {
                     std::hint::spin_loop();
                     continue;
@@ -284,7 +331,7 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
                     // wake up early by the typical overshoot plus a margin
                     advance_ns = ((overshoot_ewma * 1.5) as u64 + 15_000).min(spin_max_ns);
                     let mut st = stats.lock().unwrap();
-                    st.timer_overshoot.record(over);
+                    st.timer_overshoot.record(over as i64);
                     st.wakeups += 1;
                 }
             }
@@ -322,6 +369,14 @@ fn main() {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         // timerfd expiries are otherwise rounded up by the default 50 us timer slack
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+
+    // Any socket asking for SO_TIMESTAMP makes the kernel stamp every received packet, and
+    // NFQUEUE passes the stamp on: arrival times then exclude our own wake-up delay.
+    let ts_sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if ts_sock >= 0 {
+        let one: libc::c_int = 1;
+        unsafe { libc::setsockopt(ts_sock, libc::SOL_SOCKET, libc::SO_TIMESTAMP, &one as *const _ as *const _, 4) };
     }
 
     let spin_ns = cfg.spin_us * 1000;

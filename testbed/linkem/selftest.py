@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Conformance / fidelity self-test of the dnscamp link emulator (stdlib only, run as root).
+
+Builds a throwaway topology of three namespaces ``dc-lt-<pid>-a`` -- ``dc-lt-<pid>-r`` (router,
+where the link is emulated) -- ``dc-lt-<pid>-b``, runs a :class:`Link` with several configs and
+measures from inside the namespaces:
+
+- UDP RTT (p5 / p50 / p95) for each ``--delay-ms`` (the configured RTT, split evenly between
+  the directions), and the error of the median against the configured RTT;
+- one-way random loss over ``--loss-packets`` UDP datagrams against the binomial 99 % interval;
+- TCP goodput in each direction at each ``--rates`` value against rate x 1448/1538 (TCP payload
+  per Ethernet frame with the 38 B framing overhead), and the emulator's CPU at the top rate.
+
+Everything is torn down in a ``finally`` block (also on SIGTERM); only namespaces and
+processes this run created are touched, processes by PID.
+
+    python3 testbed/linkem/selftest.py --delay-ms 14.8 --delay-ms 104.5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import driver  # type: ignore
+else:
+    from . import driver
+
+TCP_PAYLOAD = 1448  # MSS with TCP timestamps at MTU 1500
+ECHO_PORT = 7007
+SINK_PORT = 7008
+TCP_PORT = 7009
+
+
+# --------------------------------------------------------------------------------------------
+# helpers run inside the namespaces (python3 selftest.py --helper NAME ...)
+# --------------------------------------------------------------------------------------------
+
+
+def h_echo(port: str) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", int(port)))
+    while True:
+        data, addr = s.recvfrom(2048)
+        s.sendto(data, addr)
+
+
+def h_rtt(host: str, port: str, n: str, interval_ms: str) -> None:
+    n_i, gap = int(n), float(interval_ms) / 1000
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((host, int(port)))
+    # warm-up (ARP, conntrack), not counted
+    s.settimeout(3.0)
+    for _ in range(3):
+        s.send(struct.pack("!qq", -1, 0))
+        try:
+            s.recv(64)
+        except socket.timeout:
+            pass
+    sent: dict[int, int] = {}
+    rtts: dict[int, float] = {}
+
+    def sender() -> None:
+        nxt = time.monotonic()
+        for i in range(n_i):
+            sent[i] = time.perf_counter_ns()
+            s.send(struct.pack("!qq", i, sent[i]))
+            nxt += gap
+            d = nxt - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    s.settimeout(3.0)
+    while len(rtts) < n_i:
+        try:
+            data = s.recv(64)
+        except socket.timeout:
+            break
+        now = time.perf_counter_ns()
+        i, t0 = struct.unpack("!qq", data[:16])
+        if i >= 0:
+            rtts[i] = (now - t0) / 1e6
+    print(json.dumps({"sent": n_i, "rtts_ms": [rtts[i] for i in sorted(rtts)]}))
+
+
+def h_sink(port: str, idle_s: str) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.bind(("0.0.0.0", int(port)))
+    seen = set()
+    s.settimeout(None)
+    print("ready", flush=True)
+    while True:
+        data = s.recv(2048)
+        seq = struct.unpack("!q", data[:8])[0]
+        if seq == -2:  # end marker
+            break
+        seen.add(seq)
+        s.settimeout(float(idle_s))
+    print(json.dumps({"received": len(seen)}), flush=True)
+
+
+def h_blast(host: str, port: str, n: str, pps: str) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((host, int(port)))
+    gap = 1.0 / float(pps)
+    nxt = time.monotonic()
+    pad = b"x" * 92
+    for i in range(int(n)):
+        s.send(struct.pack("!q", i) + pad)
+        nxt += gap
+        d = nxt - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+    time.sleep(1.0)
+    for _ in range(20):  # the end marker may itself be lost
+        s.send(struct.pack("!q", -2))
+        time.sleep(0.01)
+
+
+def h_tcp_sink(port: str, warmup_s: str) -> None:
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", int(port)))
+    ls.listen(1)
+    print("ready", flush=True)
+    c, _ = ls.accept()
+    total = 0
+    t_first = None
+    mark = None  # (time, bytes) at the end of the warm-up
+    last = (0.0, 0)
+    buf = bytearray(1 << 20)
+    while True:
+        n = c.recv_into(buf)
+        if n == 0:
+            break
+        now = time.monotonic()
+        total += n
+        if t_first is None:
+            t_first = now
+        if mark is None and now - t_first >= float(warmup_s):
+            mark = (now, total)
+        last = (now, total)
+    res = {"bytes": total}
+    if mark and last[0] > mark[0]:
+        res["goodput_mbps"] = (last[1] - mark[1]) * 8 / (last[0] - mark[0]) / 1e6
+        res["seconds"] = last[0] - mark[0]
+    print(json.dumps(res), flush=True)
+
+
+def h_tcp_source(host: str, port: str, seconds: str) -> None:
+    s = socket.create_connection((host, int(port)))
+    chunk = b"\0" * (1 << 18)
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end:
+        s.sendall(chunk)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+    s.close()
+
+
+HELPERS = {"echo": h_echo, "rtt": h_rtt, "sink": h_sink, "blast": h_blast,
+           "tcp-sink": h_tcp_sink, "tcp-source": h_tcp_source}
+
+
+# --------------------------------------------------------------------------------------------
+# topology
+# --------------------------------------------------------------------------------------------
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {p.stderr.strip()}")
+    return p
+
+
+class Topo:
+    """dc-lt-<pid>-{a,r,b}: a (10.201.1.1) -- r -- b (10.201.2.1)."""
+
+    def __init__(self) -> None:
+        pfx = f"dc-lt-{os.getpid()}"
+        self.a, self.r, self.b = f"{pfx}-a", f"{pfx}-r", f"{pfx}-b"
+        self.ip_a, self.ip_b = "10.201.1.1", "10.201.2.1"
+        self.created: list[str] = []
+        self.procs: list[subprocess.Popen] = []
+
+    def ns(self, ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", ns, *argv, check=check)
+
+    def up(self) -> None:
+        for n in (self.a, self.r, self.b):
+            sh("ip", "netns", "add", n)
+            self.created.append(n)
+            self.ns(n, "ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", "va", "netns", self.a, "type", "veth", "peer", "name", "ra", "netns", self.r)
+        sh("ip", "link", "add", "vb", "netns", self.b, "type", "veth", "peer", "name", "rb", "netns", self.r)
+        for n, dev, addr in ((self.a, "va", "10.201.1.1/24"), (self.r, "ra", "10.201.1.254/24"),
+                             (self.r, "rb", "10.201.2.254/24"), (self.b, "vb", "10.201.2.1/24")):
+            self.ns(n, "ip", "addr", "add", addr, "dev", dev)
+            self.ns(n, "ip", "link", "set", dev, "up")
+        self.ns(self.a, "ip", "route", "add", "default", "via", "10.201.1.254")
+        self.ns(self.b, "ip", "route", "add", "default", "via", "10.201.2.254")
+        self.ns(self.r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+
+    def spawn(self, ns: str, helper: str, *args: str) -> subprocess.Popen:
+        p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()),
+                              "--helper", helper, *map(str, args)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def run(self, ns: str, helper: str, *args: str, timeout: float = 300) -> dict:
+        p = self.spawn(ns, helper, *args)
+        out, err = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"helper {helper} failed: {err.strip()[-500:]}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def kill(self, p: subprocess.Popen) -> None:
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            p.communicate(timeout=5)
+        except Exception:
+            pass
+
+    def down(self) -> None:
+        for p in self.procs:
+            self.kill(p)
+        for n in reversed(self.created):
+            sh("ip", "netns", "del", n, check=False)
+        self.created.clear()
+
+
+def wait_ready(p: subprocess.Popen) -> None:
+    line = p.stdout.readline()
+    if line.strip() != "ready":
+        raise RuntimeError(f"helper not ready: {line!r} {p.stderr.read()[-300:]}")
+
+
+# --------------------------------------------------------------------------------------------
+# measurements
+# --------------------------------------------------------------------------------------------
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
+
+
+class Run:
+    def __init__(self, topo: Topo, run_dir: Path, backend: str | None) -> None:
+        self.t = topo
+        self.run_dir = run_dir
+        self.backend = backend
+        self.n = 0
+
+    def link(self, a_to_b: dict, b_to_a: dict) -> driver.Link:
+        self.n += 1
+        return driver.Link(f"lt{os.getpid()}x{self.n}", self.t.r, "ra", "rb", a_to_b, b_to_a, self.run_dir,
+                           backend=self.backend)
+
+    def rtt(self, rtt_ms: float, probes: int, interval_ms: float) -> dict:
+        half = rtt_ms / 2
+        cfg = {"delay_ms": half}
+        echo = self.t.spawn(self.t.b, "echo", ECHO_PORT)
+        try:
+            time.sleep(0.2)
+            base = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, max(50, probes // 4), 5)
+            lk = self.link(cfg, cfg)
+            lk.start()
+            try:
+                res = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, probes, interval_ms)
+                st = lk.stats() if lk.backend == "nfqueue" else None
+                time.sleep(1.1)
+                st = lk.stats()
+            finally:
+                lk.stop()
+        finally:
+            self.t.kill(echo)
+        r = res["rtts_ms"]
+        out = {
+            "configured_rtt_ms": rtt_ms,
+            "probes": probes,
+            "replies": len(r),
+            "p5_ms": round(pct(r, 0.05), 4),
+            "p50_ms": round(pct(r, 0.5), 4),
+            "p95_ms": round(pct(r, 0.95), 4),
+            "median_error_ms": round(pct(r, 0.5) - rtt_ms, 4),
+            "baseline_p50_ms": round(pct(base["rtts_ms"], 0.5), 4),
+            "backend": lk.backend,
+        }
+        out["pass"] = abs(out["median_error_ms"]) <= 0.2 and len(r) == probes
+        if lk.backend == "nfqueue":
+            out["lateness_ns"] = {k: v["lateness_ns"] for k, v in st["directions"].items()}
+        return out
+
+    def loss(self, p: float, n: int, pps: float) -> dict:
+        lk = self.link({"delay_ms": 5.0, "loss": {"model": "random", "p": p}, "seed": int(time.time())},
+                       {"delay_ms": 5.0})
+        lk.start()
+        try:
+            sink = self.t.spawn(self.t.b, "sink", SINK_PORT, 3)
+            wait_ready(sink)
+            self.t.run(self.t.a, "blast", self.t.ip_b, SINK_PORT, n, pps)
+            out, _ = sink.communicate(timeout=30)
+            received = json.loads(out.strip().splitlines()[-1])["received"]
+            time.sleep(1.1)
+            st = lk.stats()
+        finally:
+            lk.stop()
+        lost = n - received
+        sd = math.sqrt(n * p * (1 - p))
+        lo, hi = n * p - 2.576 * sd, n * p + 2.576 * sd
+        res = {"configured_p": p, "packets": n, "lost": lost, "loss_rate": lost / n,
+               "binomial_99_interval": [math.floor(lo), math.ceil(hi)], "pass": lo <= lost <= hi,
+               "backend": lk.backend}
+        if lk.backend == "nfqueue":
+            res["emulator_drops"] = st["directions"]["a_to_b"]["drops_by_cause"]
+        return res
+
+    def tcp(self, rate: float, seconds: float, delay_ms: float) -> dict:
+        cfg = {"delay_ms": delay_ms / 2, "rate_mbps": rate, "queue_limit_ms": 100.0}
+        lk = self.link(cfg, cfg)
+        lk.start()
+        expected = rate * TCP_PAYLOAD / (1500 + 38)
+        res = {"rate_mbps": rate, "rtt_ms": delay_ms, "expected_goodput_mbps": round(expected, 3), "backend": lk.backend}
+        try:
+            for label, src, dst, dst_ip in (("a_to_b", self.t.a, self.t.b, self.t.ip_b),
+                                            ("b_to_a", self.t.b, self.t.a, self.t.ip_a)):
+                sink = self.t.spawn(dst, "tcp-sink", TCP_PORT, 1.5)
+                wait_ready(sink)
+                pid = lk.pid
+                c0, w0 = (cpu_ticks(pid) if pid else 0), time.monotonic()
+                self.t.run(src, "tcp-source", dst_ip, TCP_PORT, seconds)
+                out, _ = sink.communicate(timeout=60)
+                c1, w1 = (cpu_ticks(pid) if pid else 0), time.monotonic()
+                g = json.loads(out.strip().splitlines()[-1])
+                d = {"goodput_mbps": round(g.get("goodput_mbps", 0.0), 3)}
+                d["error_pct"] = round((d["goodput_mbps"] - expected) / expected * 100, 2)
+                d["pass"] = abs(d["error_pct"]) <= 5.0
+                if pid:
+                    d["emulator_cpu_pct"] = round((c1 - c0) / os.sysconf("SC_CLK_TCK") / (w1 - w0) * 100, 1)
+                res[label] = d
+            time.sleep(1.1)
+            if lk.backend == "nfqueue":
+                st = lk.stats()
+                res["emulator"] = {k: {"packets": v["packets"], "drops_by_cause": v["drops_by_cause"],
+                                       "lateness_ns": v["lateness_ns"]} for k, v in st["directions"].items()}
+        finally:
+            lk.stop()
+        return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--delay-ms", type=float, action="append", help="configured RTT (repeatable)")
+    ap.add_argument("--probes", type=int, default=300)
+    ap.add_argument("--probe-interval-ms", type=float, default=20.0)
+    ap.add_argument("--loss", type=float, default=0.01)
+    ap.add_argument("--loss-packets", type=int, default=20000)
+    ap.add_argument("--loss-pps", type=float, default=4000)
+    ap.add_argument("--rates", default="20,50", help="TCP goodput rates, Mbit/s, comma separated")
+    ap.add_argument("--tcp-seconds", type=float, default=8.0)
+    ap.add_argument("--tcp-rtt-ms", type=float, default=20.0)
+    ap.add_argument("--tests", default="rtt,loss,tcp")
+    ap.add_argument("--backend", choices=driver.BACKENDS)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--helper", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.helper:
+        HELPERS[args.helper[0]](*args.helper[1:])
+        return 0
+    if os.geteuid() != 0:
+        print("selftest: needs root", file=sys.stderr)
+        return 2
+    tests = set(args.tests.split(","))
+    rtts = args.delay_ms or [14.8, 104.5]
+
+    def on_term(signum, frame):  # noqa: ARG001
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    topo = Topo()
+    result: dict = {"machine": {"kernel": os.uname().release, "cpus": os.cpu_count()},
+                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with tempfile.TemporaryDirectory(prefix="dc-linkem-selftest-") as tmp:
+        try:
+            topo.up()
+            run = Run(topo, Path(tmp), args.backend)
+            result["backend"] = args.backend or driver.detect_backend()
+            if "rtt" in tests:
+                result["rtt"] = [run.rtt(r, args.probes, args.probe_interval_ms) for r in rtts]
+            if "loss" in tests:
+                result["loss"] = run.loss(args.loss, args.loss_packets, args.loss_pps)
+            if "tcp" in tests:
+                rates = [float(x) for x in args.rates.split(",") if x]
+                result["tcp"] = [run.tcp(r, args.tcp_seconds, args.tcp_rtt_ms) for r in rates]
+                top = result["tcp"][-1]
+                cpu = max(top[d].get("emulator_cpu_pct", 0.0) for d in ("a_to_b", "b_to_a"))
+                result["cpu"] = {"rate_mbps": top["rate_mbps"], "emulator_cpu_pct": cpu, "pass": cpu <= 15.0}
+        finally:
+            topo.down()
+    passes = []
+    for r in result.get("rtt", []):
+        passes.append(r["pass"])
+    if "loss" in result:
+        passes.append(result["loss"]["pass"])
+    for t in result.get("tcp", []):
+        passes += [t["a_to_b"]["pass"], t["b_to_a"]["pass"]]
+    if "cpu" in result:
+        passes.append(result["cpu"]["pass"])
+    result["pass"] = all(passes)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for r in result.get("rtt", []):
+            print(f"RTT {r['configured_rtt_ms']} ms: p5 {r['p5_ms']} p50 {r['p50_ms']} p95 {r['p95_ms']} "
+                  f"(median error {r['median_error_ms']:+} ms) {'ok' if r['pass'] else 'FAIL'}")
+        if "loss" in result:
+            lo = result["loss"]
+            print(f"loss {lo['configured_p']}: {lo['lost']}/{lo['packets']} in {lo['binomial_99_interval']} "
+                  f"{'ok' if lo['pass'] else 'FAIL'}")
+        for t in result.get("tcp", []):
+            for d in ("a_to_b", "b_to_a"):
+                print(f"TCP {t['rate_mbps']} Mbit/s {d}: {t[d]['goodput_mbps']} vs {t['expected_goodput_mbps']} "
+                      f"({t[d]['error_pct']:+}%) cpu {t[d].get('emulator_cpu_pct')}% {'ok' if t[d]['pass'] else 'FAIL'}")
+    return 0 if result["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
