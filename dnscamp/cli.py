@@ -19,6 +19,7 @@ app = typer.Typer(
 
 # -- areas (one line each) ------------------------------------------------------------------
 app.add_typer(db.app, name="db")
+app.add_typer(__import__("dnscamp.commands.atlas", fromlist=["app"]).app, name="atlas")
 app.add_typer(campaign.app, name="campaign")
 app.command("ingest")(ingest.ingest_command)
 

@@ -1,0 +1,232 @@
+"""`dnscamp atlas ...`: RIPE Atlas campaigns, ingest of Atlas results, the QuicSocks analysis.
+
+Method and assumptions: docs/atlas.md. Heavy modules are imported inside the commands so that
+`dnscamp --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from dnscamp.errors import die
+
+app = typer.Typer(
+    help="RIPE Atlas campaigns (plan / submit / fetch / stream / ingest), resolver discovery "
+    "and the QuicSocks analysis; `run --testbed` is the offline mode.",
+    no_args_is_help=True,
+)
+
+
+def _load_spec(path: Path):
+    from atlas.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        die(str(exc))
+
+
+@app.command("plan")
+def plan_command(
+    spec: Path = typer.Argument(..., help="Atlas campaign spec (TOML)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact API requests (JSON) and the credit total."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Validate SPEC and price it in credits. Nothing is sent. With --dry-run, print every
+    API request that `submit` would send (method, URL, JSON body) and the credit total."""
+    from atlas.plan import PlanError, plan
+
+    s = _load_spec(spec)
+    try:
+        p = plan(s)
+    except PlanError as exc:
+        die(f"{spec}: {exc}")
+    if dry_run or as_json:
+        typer.echo(json.dumps(p.to_dict(), indent=None if as_json else 2))
+    else:
+        typer.echo(p.describe())
+
+
+@app.command("submit")
+def submit_command(
+    spec: Path = typer.Argument(..., help="Atlas campaign spec (TOML)."),
+    key_file: Path = typer.Option(None, "--key-file", help="File holding the API key (else RIPE_ATLAS_KEY)."),
+    server: str = typer.Option(None, "--server", help="Atlas API host (default atlas.ripe.net)."),
+    yes: bool = typer.Option(False, "--yes", help="Spend the credits without asking."),
+    as_json: bool = typer.Option(False, "--json", help="Print the created measurement ids as JSON."),
+) -> None:
+    """Create the measurements of SPEC on RIPE Atlas (spends credits). Needs an API key from
+    RIPE_ATLAS_KEY or --key-file; the key is never printed or logged."""
+    from atlas import client, key
+    from atlas.plan import PlanError, plan
+
+    s = _load_spec(spec)
+    try:
+        p = plan(s)
+    except PlanError as exc:
+        die(f"{spec}: {exc}")
+    try:
+        k = key.load_key(key_file)
+    except key.KeyError_ as exc:
+        die(str(exc))
+    if not yes:
+        sys.stderr.write(p.describe() + "\n")
+        if not typer.confirm(f"spend up to {p.credits_total} credits?", err=True):
+            die("not submitted")
+    try:
+        created = client.submit(p, k, server=server or s.server)
+    except client.AtlasApiError as exc:
+        die(f"submit failed: {exc}")
+    if as_json:
+        typer.echo(json.dumps(created))
+    else:
+        for c in created:
+            typer.echo(f"{c['role']}: msm_id {', '.join(map(str, c['msm_ids']))}")
+
+
+@app.command("fetch")
+def fetch_command(
+    msm_ids: list[int] = typer.Argument(..., help="Measurement ids."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the results (JSON lines) here instead of stdout."),
+    server: str = typer.Option(None, "--server", help="Atlas API host (default atlas.ripe.net)."),
+    key_file: Path = typer.Option(None, "--key-file", help="API key file (public measurements need none)."),
+) -> None:
+    """Download the results of MSM_IDS (retry with backoff on 429 / 5xx) as raw Atlas JSON lines."""
+    from atlas import client, key
+
+    k = key.load_key(key_file, required=False)
+    fh = out.open("w") if out else sys.stdout
+    try:
+        for msm in msm_ids:
+            try:
+                results = client.fetch_results(msm, key=k, server=server)
+            except client.AtlasApiError as exc:
+                die(f"fetch {msm} failed: {exc}")
+            for r in results:
+                fh.write(json.dumps(r, sort_keys=True) + "\n")
+            sys.stderr.write(f"msm {msm}: {len(results)} results\n")
+    finally:
+        if out:
+            fh.close()
+
+
+@app.command("stream")
+def stream_command(
+    msm_ids: list[int] = typer.Argument(..., help="Measurement ids to follow."),
+    seconds: float = typer.Option(60.0, "--seconds", help="How long to follow the stream."),
+    out: Path = typer.Option(None, "--out", "-o", help="Append results (JSON lines) here instead of stdout."),
+    base_url: str = typer.Option("https://atlas-stream.ripe.net", "--base-url", help="Atlas stream URL."),
+) -> None:
+    """Follow live results of MSM_IDS; reconnects and resubscribes by itself when the stream
+    drops (ripe-atlas-cousteau issue #43)."""
+    from atlas import client
+
+    fh = out.open("a") if out else sys.stdout
+    n = 0
+    try:
+        for r in client.stream_results(msm_ids, seconds=seconds, base_url=base_url):
+            fh.write(json.dumps(r, sort_keys=True) + "\n")
+            fh.flush()
+            n += 1
+    finally:
+        if out:
+            fh.close()
+    sys.stderr.write(f"{n} results\n")
+
+
+@app.command("ingest")
+def ingest_command(
+    files: list[Path] = typer.Argument(..., help="Atlas result files: JSON arrays or JSON lines."),
+    campaign: str = typer.Option(None, "--campaign", help="Campaign the results belong to."),
+    as_json: bool = typer.Option(
+        False, "--json", help='Print {"ingested","duplicates","quarantined","by_type":{"ping","dns"}}.'
+    ),
+) -> None:
+    """Ingest RIPE Atlas results of any firmware (raw + parsed with sagan). Error results are
+    stored with a status; only what is not an Atlas result at all is quarantined (exit 3)."""
+    from collectors.atlas_ingest import ingest_files
+    from db import engine, migrate
+
+    for f in files:
+        if not f.exists():
+            die(f"{f}: no such file")
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    stats = ingest_files(files, engine.database_url("writer"), campaign=campaign)
+    for reason in stats.reasons[:20]:
+        sys.stderr.write(f"quarantined: {reason}\n")
+    if as_json:
+        typer.echo(json.dumps(stats.as_json()))
+    else:
+        typer.echo(
+            f"ingested {stats.ingested}, duplicates {stats.duplicates}, quarantined {stats.quarantined} "
+            f"(ping {stats.by_type.get('ping', 0)}, dns {stats.by_type.get('dns', 0)})"
+        )
+    raise typer.Exit(3 if stats.quarantined else 0)
+
+
+@app.command("quicsocks")
+def quicsocks_command(
+    campaign: str = typer.Option(None, "--campaign", help="Only this campaign (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary (or the model) as JSON."),
+    all_resolvers: bool = typer.Option(
+        False, "--all-resolvers", help="Keep probes whose resolver is in another AS (the paper keeps ISP resolvers only)."
+    ),
+    use_model: bool = typer.Option(False, "--model", help="Evaluate Table I for one case instead of the store."),
+    rtt_dns: float = typer.Option(None, "--rtt-dns", help="With --model: RTT client-resolver (ms)."),
+    rtt_server: float = typer.Option(None, "--rtt-server", help="With --model: RTT resolver-server (ms)."),
+    rtt_direct: float = typer.Option(None, "--rtt-direct", help="With --model: RTT client-server (ms)."),
+) -> None:
+    """The QuicSocks analysis (001_3c494309ab66be23.txt Table I, §IV-B): shares of probes saving
+    at least 5..50 ms with and without a stateless retry, the share with RTT_DNS < 10 ms, CDF
+    data. With --model, the latencies of one case (Table II: --rtt-dns 30 --rtt-server 30
+    --rtt-direct 60)."""
+    from atlas import quicsocks
+
+    if use_model:
+        missing = [n for n, v in (("--rtt-dns", rtt_dns), ("--rtt-server", rtt_server), ("--rtt-direct", rtt_direct)) if v is None]
+        if missing:
+            die(f"--model needs {', '.join(missing)}")
+        try:
+            m = quicsocks.model(rtt_dns, rtt_server, rtt_direct)
+        except ValueError as exc:
+            die(str(exc))
+        typer.echo(json.dumps(m.to_dict()) if as_json else quicsocks.format_model(m))
+        return
+    from atlas.store import probe_rtts
+    from db import engine, migrate
+
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    probes = probe_rtts(engine.database_url("reader"), campaign=campaign)
+    s = quicsocks.summarize(probes, isp_only=not all_resolvers)
+    s["campaign"] = campaign
+    typer.echo(json.dumps(s) if as_json else quicsocks.format_summary(s))
+
+
+@app.command("run")
+def run_command(
+    testbed: bool = typer.Option(False, "--testbed", help="Offline mode: Atlas-like probes on the testbed."),
+    probes: int = typer.Option(6, "--probes", help="Number of Atlas-like probes (offline mode)."),
+    campaign: str = typer.Option("atlas-offline", "--campaign", help="Campaign name of the results."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the probes' link delays."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the probe namespaces up afterwards."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary and ground-truth errors as JSON."),
+) -> None:
+    """Run the whole Atlas pipeline (discovery, pings, ingest, analysis). Only the offline
+    mode exists (--testbed); a real campaign is `plan` / `submit` / `fetch` / `ingest`."""
+    if not testbed:
+        die("only the offline mode exists: use --testbed (a real campaign: plan, submit, fetch, ingest)")
+    from atlas import testbed as tb
+    from db import engine, migrate
+
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    try:
+        report = tb.run_offline(n_probes=probes, campaign=campaign, seed=seed, keep=keep,
+                                db_url=engine.database_url("owner"))
+    except tb.TestbedError as exc:
+        die(f"atlas run --testbed: {exc}")
+    typer.echo(json.dumps(report) if as_json else tb.format_report(report))
+    raise typer.Exit(0 if report.get("ok") else 1)
