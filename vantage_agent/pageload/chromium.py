@@ -20,6 +20,7 @@ from vantage_agent.pageload import har as harmod
 from vantage_agent.pageload.common import (
     LoadOptions,
     LoadResult,
+    ca_stamp,
     classify_error_text,
     classify_exception,
     init_nss,
@@ -89,11 +90,11 @@ def _home(base: Path, ca_file: str | None) -> Path:
     """A HOME whose NSS db (``.pki/nssdb``) trusts ``ca_file``: Chromium's trust store."""
     home = base / "home"
     stamp = home / ".dnscamp-ca"
-    if not stamp.exists() or stamp.read_text() != (ca_file or ""):
+    if not stamp.exists() or stamp.read_text() != ca_stamp(ca_file):
         if home.exists():
             shutil.rmtree(home)
         init_nss(home / ".pki" / "nssdb", ca_file)
-        stamp.write_text(ca_file or "")
+        stamp.write_text(ca_stamp(ca_file))
     return home
 
 

@@ -151,10 +151,16 @@ def make_workdir(opts: LoadOptions, prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
 
 
-def nss_db(home: Path, ca_file: str | None) -> None:
-    """Create an NSS db under ``home/.pki/nssdb`` trusting ``ca_file`` (Chromium's trust store)."""
-    db = home / ".pki" / "nssdb"
-    init_nss(db, ca_file)
+def ca_stamp(ca_file: str | None) -> str:
+    """Identity of a CA file by content (a regenerated CA at the same path is a new CA)."""
+    import hashlib
+
+    if not ca_file:
+        return "none"
+    try:
+        return hashlib.sha256(Path(ca_file).read_bytes()).hexdigest()
+    except OSError:
+        return f"missing:{ca_file}"
 
 
 def init_nss(db: Path, ca_file: str | None) -> None:
@@ -186,13 +192,9 @@ def ns_wrapper(path: Path, resolv_conf: str | None, binds: list[tuple[str, str]]
     else:
         inner = []
         for src, dst in mounts:
-            inner.append(f"mkdir -p {sh_quote(dst)} 2>/dev/null || true" if not Path(src).is_file() else "")
             inner.append(f"mount --bind {sh_quote(src)} {sh_quote(dst)} || exit 97")
-        inner_s = "; ".join(s for s in inner if s)
-        lines.append(
-            f"exec unshare --mount --propagation private sh -c {sh_quote(inner_s + '; exec ' + target + ' \"$@\"')} "
-            f'dnscamp-driver "$@"'
-        )
+        inner_s = "; ".join(s for s in inner if s) + "; exec " + target + ' "$@"'
+        lines.append(f'exec unshare --mount --propagation private sh -c {sh_quote(inner_s)} dnscamp-driver "$@"')
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o755)
     return str(path)

@@ -289,14 +289,16 @@ def from_bidi(events: list[tuple[str, dict[str, Any]]], url: str, res: Any, crea
     fetchError, in arrival order."""
     started: dict[str, dict[str, Any]] = {}
     entries: list[dict[str, Any]] = []
+    # Selenium delivers each event on its own thread: pair by (request id, redirect count).
     for name, p in events:
-        req = p.get("request") or {}
-        rid = f"{req.get('request')}#{p.get('redirectCount', 0)}"
         if name == "network.beforeRequestSent":
-            started[rid] = p
-            continue
+            req = p.get("request") or {}
+            started[f"{req.get('request')}#{p.get('redirectCount', 0)}"] = p
+    for name, p in events:
         if name not in ("network.responseCompleted", "network.fetchError"):
             continue
+        req = p.get("request") or {}
+        rid = f"{req.get('request')}#{p.get('redirectCount', 0)}"
         first = started.pop(rid, p)
         resp = p.get("response") or {}
         t = req.get("timings") or {}

@@ -1,0 +1,301 @@
+"""Firefox page loads (Debian's firefox-esr + geckodriver built by install/50-browsers.sh,
+Selenium 4, nothing downloaded): the WWW'20 set-up (002_6fa4cf280535d36b.txt §3.1.1,
+headless Firefox driven by Selenium, onLoad from the HAR, cache cleared between loads).
+
+Every load starts a fresh Firefox on a fresh profile (copied from a per-session template
+whose NSS db trusts the campaign CA), inside a private mount namespace carrying the load's
+``/etc/resolv.conf``. DoH is Firefox's own TRR in mode 3 (§3.2.1). The HAR comes from WebDriver
+BiDi network events; timings from Navigation / Resource / Paint Timing with
+``privacy.reduceTimerPrecision=false`` (otherwise Firefox rounds them to 1 ms).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vantage_agent import errors
+from vantage_agent.pageload import har as harmod
+from vantage_agent.pageload.common import (
+    LoadOptions,
+    LoadResult,
+    ca_stamp,
+    classify_error_text,
+    classify_exception,
+    init_nss,
+    make_workdir,
+    ns_wrapper,
+    tool_version,
+    which,
+)
+from vantage_agent.pageload.dnsmode import DnsSetup
+from vantage_agent.pageload.metrics import COLLECT_JS
+from vantage_agent.paths import bin_dir
+
+NAME = "firefox"
+
+# Quiet, deterministic Firefox: no background traffic, no first-run pages, exact timers.
+BASE_PREFS: dict[str, Any] = {
+    "privacy.reduceTimerPrecision": False,
+    "privacy.resistFingerprinting": False,
+    "browser.cache.disk.enable": False,
+    "browser.cache.memory.enable": True,
+    "browser.shell.checkDefaultBrowser": False,
+    "browser.startup.homepage_override.mstone": "ignore",
+    "browser.aboutwelcome.enabled": False,
+    "datareporting.policy.dataSubmissionEnabled": False,
+    "datareporting.healthreport.uploadEnabled": False,
+    "toolkit.telemetry.enabled": False,
+    "toolkit.telemetry.unified": False,
+    "app.update.enabled": False,
+    "app.update.auto": False,
+    "app.normandy.enabled": False,
+    "extensions.update.enabled": False,
+    "extensions.getAddons.cache.enabled": False,
+    "extensions.blocklist.enabled": False,
+    "browser.safebrowsing.malware.enabled": False,
+    "browser.safebrowsing.phishing.enabled": False,
+    "browser.safebrowsing.downloads.enabled": False,
+    "browser.safebrowsing.provider.mozilla.updateURL": "",
+    "network.captive-portal-service.enabled": False,
+    "network.connectivity-service.enabled": False,
+    "browser.newtabpage.enabled": False,
+    "browser.newtabpage.activity-stream.feeds.system.topstories": False,
+    "browser.topsites.contile.enabled": False,
+    "services.settings.server": "",
+    "browser.region.network.url": "",
+    "browser.search.geoip.url": "",
+    "geo.provider.network.url": "",
+    "media.gmp-manager.url": "",
+    "security.OCSP.enabled": 0,
+    "security.remote_settings.crlite_filters.enabled": False,
+    "security.remote_settings.intermediates.enabled": False,
+    "network.trr.mode": 5,  # DoH off unless the DNS mode turns it on
+    "doh-rollout.disable-heuristics": True,
+    "network.dns.disableIPv6": False,
+    "network.http.speculative-parallel-limit": 0,
+    "browser.urlbar.speculativeConnect.enabled": False,
+    "network.prefetch-next": False,
+    "dom.push.connection.enabled": False,
+    "security.enterprise_roots.enabled": False,
+}
+
+
+def binaries() -> tuple[str, str]:
+    b = which("firefox-esr") or which("firefox")
+    d = which("geckodriver", str(bin_dir()))
+    if not b or not d:
+        raise errors.SetupError("firefox-esr / geckodriver not found (run install/50-browsers.sh)")
+    return b, d
+
+
+_VERSIONS: dict[str, str] = {}
+
+
+def versions() -> dict[str, str]:
+    if not _VERSIONS:
+        try:
+            b, d = binaries()
+        except errors.SetupError as exc:
+            return {"browser": NAME, "error": exc.message}
+        bv = tool_version([b, "--version"])
+        dv = tool_version([d, "--version"])
+        _VERSIONS.update(
+            browser=NAME,
+            browser_version=bv.split()[-1] if bv else "unknown",
+            driver="geckodriver",
+            driver_version=dv.split()[1] if len(dv.split()) > 1 else dv,
+        )
+    return dict(_VERSIONS)
+
+
+def _template(base: Path, ca_file: str | None) -> Path:
+    """A profile template whose NSS db (cert9.db) trusts ``ca_file``; copied per load."""
+    tpl = base / "profile-template"
+    stamp = tpl / ".dnscamp-ca"
+    if not stamp.exists() or stamp.read_text() != ca_stamp(ca_file):
+        if tpl.exists():
+            shutil.rmtree(tpl)
+        init_nss(tpl, ca_file)
+        stamp.write_text(ca_stamp(ca_file))
+    return tpl
+
+
+def prefs(opts: LoadOptions, dns: DnsSetup) -> dict[str, Any]:
+    p = dict(BASE_PREFS)
+    if opts.http == "h3":
+        p["network.http.http3.enable"] = True
+        p["network.http.http3.enabled"] = True
+        # H3 to a private CA (TOOLCHAIN.md): allow it and map the origins to h3 from the start.
+        p["network.http.http3.disable_when_third_party_roots_found"] = False
+        if opts.h3_origins:
+            p["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(
+                f"{o.rsplit(':', 1)[0]};h3=:{o.rsplit(':', 1)[1] if ':' in o else '443'}" for o in opts.h3_origins
+            )
+        p["network.http.altsvc.oe"] = True
+    else:
+        p["network.http.http3.enable"] = False
+        p["network.http.http3.enabled"] = False
+    p.update(dns.firefox_prefs)
+    return p
+
+
+def _user_js(prefs_: dict[str, Any]) -> str:
+    return "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in prefs_.items())
+
+
+class _BidiRecorder:
+    """Collects BiDi network events (thread-safe; events arrive on Selenium's ws thread)."""
+
+    EVENTS = ("network.beforeRequestSent", "network.responseCompleted", "network.fetchError")
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+        self.ok = False
+
+    def attach(self, driver: Any) -> None:
+        if driver._websocket_connection is None:  # Selenium's BiDi connection (enable_bidi)
+            driver._start_bidi()
+        conn = driver._websocket_connection
+        for ev in self.EVENTS:
+            conn.add_callback(_Ev(ev), self._cb(ev))
+        reply = conn.send_cmd("session.subscribe", {"events": list(self.EVENTS)})
+        if "error" in reply:
+            raise RuntimeError(f"BiDi subscribe: {reply.get('error')}: {reply.get('message')}")
+        self.ok = True
+
+    def _cb(self, name: str):
+        def f(params: Any) -> None:
+            with self.lock:
+                self.events.append((name, params if isinstance(params, dict) else {}))
+
+        return f
+
+
+class _Ev:
+    """The event class protocol of Selenium's WebSocketConnection: ``event_class`` + ``from_json``."""
+
+    def __init__(self, name: str):
+        self.event_class = name
+
+    def from_json(self, params: dict[str, Any]) -> dict[str, Any]:
+        return params
+
+
+def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
+    """Load ``url`` once in a fresh Firefox; never raises."""
+    from selenium import webdriver
+    from selenium.webdriver.firefox.service import Service
+
+    res = LoadResult(url=url, browser=NAME, versions=versions())
+    try:
+        bin_, drv = binaries()
+    except errors.SetupError as exc:
+        res.status, res.error = exc.status, exc.message
+        return res
+    wd = make_workdir(opts, "dc-firefox-")
+    driver = None
+    t0 = time.monotonic()
+    try:
+        base = Path(opts.work_dir) if opts.work_dir else wd.parent
+        tpl = _template(base / "firefox-shared", opts.ca_file)
+        profile = wd / "profile"
+        shutil.copytree(tpl, profile)
+        p = prefs(opts, dns)
+        (profile / "user.js").write_text(_user_js(p))
+        wrapper = ns_wrapper(wd / "geckodriver.sh", dns.resolv_conf, [], drv)
+
+        o = webdriver.FirefoxOptions()
+        o.binary_location = bin_
+        o.add_argument("-headless")
+        o.add_argument("-profile")
+        o.add_argument(str(profile))
+        w, h = opts.viewport
+        o.add_argument(f"--width={w}")
+        o.add_argument(f"--height={h}")
+        for k, v in p.items():
+            o.set_preference(k, v)
+        o.page_load_strategy = "normal"
+        if opts.har:
+            o.enable_bidi = True
+        env = {"HOME": str(wd), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "MOZ_HEADLESS": "1"}
+        svc = Service(executable_path=wrapper, env=env, log_output=str(wd / "geckodriver.log"))
+        try:
+            driver = webdriver.Firefox(service=svc, options=o)
+        except Exception as exc:  # noqa: BLE001 - translated at the boundary
+            e = classify_exception(exc)
+            res.status, res.error = errors.DriverError.status, f"driver start: {e.message}"
+            return res
+        res.wall_ms["start"] = (time.monotonic() - t0) * 1000
+        rec = _BidiRecorder()
+        if opts.har:
+            try:
+                rec.attach(driver)
+            except Exception:  # noqa: BLE001 - HAR falls back to Resource Timing
+                rec.ok = False
+        driver.set_page_load_timeout(opts.timeout_s)
+        driver.set_script_timeout(10)
+        t1 = time.monotonic()
+        nav_exc: BaseException | None = None
+        try:
+            driver.get(url)
+        except Exception as exc:  # noqa: BLE001
+            nav_exc = exc
+        res.wall_ms["load"] = (time.monotonic() - t1) * 1000
+        t2 = time.monotonic()
+        if nav_exc is not None:
+            msg = getattr(nav_exc, "msg", None) or str(nav_exc)
+            if "about:neterror" in msg or "Reached error page" in msg:
+                e = classify_error_text(msg.strip().splitlines()[0])
+            else:
+                e = classify_exception(nav_exc)
+            res.status, res.error = e.status, e.message
+            if e.status == errors.DriverError.status:
+                return res
+        try:
+            data = driver.execute_async_script(COLLECT_JS)
+        except Exception as exc:  # noqa: BLE001
+            if res.status == errors.OK:
+                e = classify_exception(exc)
+                res.status, res.error = e.status, f"collecting timings: {e.message}"
+            data = None
+        if data:
+            res.final_url = data.get("href")
+            res.navigation = data.get("navigation")
+            res.resources = data.get("resources") or []
+            res.paint = {q["name"]: q["startTime"] for q in data.get("paint") or []}
+            res.lcp_ms = data.get("lcp")
+            res.time_origin_ms = data.get("timeOrigin")
+        if res.status == errors.OK and (res.final_url or "").startswith("about:neterror"):
+            e = classify_error_text(res.final_url or "")
+            res.status, res.error = e.status, e.message
+        if opts.har:
+            bv = res.versions.get("browser_version", "")
+            if rec.ok:
+                with rec.lock:
+                    evs = list(rec.events)
+                res.har = harmod.from_bidi(evs, url, res, creator_version=bv)
+            if not res.har or not res.har["log"]["entries"]:
+                res.har = harmod.from_timing(url, res, NAME, bv)
+        res.wall_ms["collect"] = (time.monotonic() - t2) * 1000
+        return res
+    except Exception as exc:  # noqa: BLE001 - never escape: a record with a status instead
+        e = classify_exception(exc)
+        res.status, res.error = e.status, e.message
+        return res
+    finally:
+        t3 = time.monotonic()
+        if driver is not None:
+            try:
+                driver.quit()
+            except Exception:  # noqa: BLE001 - the browser is gone already; the load is recorded
+                pass
+        res.wall_ms["quit"] = (time.monotonic() - t3) * 1000
+        res.wall_ms["total"] = (time.monotonic() - t0) * 1000
+        if not opts.keep_profile:
+            shutil.rmtree(wd, ignore_errors=True)
