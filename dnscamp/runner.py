@@ -86,9 +86,9 @@ def _agent_argv(spool_dir: Path, namespace: str | None) -> list[str]:
 class _Agent:
     """One agent subprocess for one (vantage, profile) group."""
 
-    def __init__(self, spool_dir: Path, namespace: str | None):
+    def __init__(self, spool_dir: Path, run_dir: Path, namespace: str | None):
         env = dict(os.environ, DNSCAMP_NETNS=namespace or "", PYTHONUNBUFFERED="1")
-        self.errlog = open(spool_dir / f".agent-{os.getpid()}-{namespace or 'local'}.stderr", "w+")
+        self.errlog = open(run_dir / f".agent-{os.getpid()}-{namespace or 'local'}.stderr", "w+")
         self.proc = subprocess.Popen(
             _agent_argv(spool_dir, namespace), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.errlog, text=True, env=env, cwd=str(Path(__file__).resolve().parent.parent),
@@ -200,7 +200,7 @@ def run(
     with progress:
         task = progress.add_task(f"{spec.campaign.name}/{run_id}", total=len(todo), statuses="")
         for (where, ns), units in groups.items():
-            agent = _Agent(run_dir, ns) if where == "client" else None
+            agent = _Agent(spool_dir, run_dir, ns) if where == "client" else None
             try:
                 for u in units:
                     ctx_d = {"testbed": tb, "namespace": ns, "artifacts_dir": str(run_dir / "artifacts")}
@@ -215,7 +215,7 @@ def run(
                             path = spool.write([rec], name=u.id)
                             reply = {"unit": u.id, "file": str(path), "n": 1, "statuses": {"other": 1}}
                             agent.close()
-                            agent = _Agent(run_dir, ns)
+                            agent = _Agent(spool_dir, run_dir, ns)
                     summary.units_run += 1
                     summary.records += reply["n"]
                     summary.statuses.update(reply["statuses"])

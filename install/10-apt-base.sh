@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Base system packages: namespaces + firewall tools for the testbed, getdns headers for the
+# Python binding (TOOLCHAIN.md: pip's getdns builds against libgetdns-dev in ~3 s).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" -eq 0 ] || { echo "install: must run as root (apt, namespaces)"; exit 2; }
+apt_install iproute2 iptables libgetdns-dev build-essential pkg-config procps

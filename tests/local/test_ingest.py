@@ -1,0 +1,147 @@
+"""The ingest contract: twice = no-op, malformed = quarantined with exit 3, SIGKILL = nothing lost."""
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collectors.ingest import ingest
+
+pytestmark = pytest.mark.local
+ROOT = Path(__file__).resolve().parents[2]
+V1 = ROOT / "tests" / "fixtures" / "results" / "v1"
+
+
+def count(url, table="results"):
+    with psycopg.connect(url) as c:
+        return c.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def gen(path: Path, n: int, bad_every: int = 0) -> int:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ingest_bench import generate
+
+    generate(path, n, seed=n)
+    if bad_every:
+        lines = path.read_text().splitlines()
+        for i in range(0, n, bad_every):
+            lines[i] = lines[i][: len(lines[i]) // 2]
+        path.write_text("\n".join(lines) + "\n")
+        return n - len(range(0, n, bad_every))
+    return n
+
+
+def test_twice_is_a_noop(fresh_db, tmp_path):
+    shutil.copy(V1 / "ping.jsonl", tmp_path / "a.jsonl")
+    first = ingest([tmp_path], fresh_db)
+    assert first.as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
+    second = ingest([tmp_path], fresh_db)
+    assert second.as_json() == {"ingested": 0, "duplicates": 4, "quarantined": 0}
+    assert count(fresh_db) == 4
+
+
+def test_stored_columns_match_the_record(fresh_db, tmp_path):
+    shutil.copy(V1 / "ping.jsonl", tmp_path / "a.jsonl")
+    ingest([tmp_path], fresh_db)
+    with psycopg.connect(fresh_db) as c:
+        row = c.execute(
+            "SELECT kind, campaign, vantage_id, network_profile, started_at, status, error, body->'rtts_ms', source_line "
+            "FROM results WHERE id = '6f1c1f7e-2a53-4a38-9d55-0d1f4f3c9a02'"
+        ).fetchone()
+        assert row[:4] == ("ping", "fixtures", "testbed", "4g")
+        assert row[4].isoformat() == "2026-11-22T07:00:01+00:00"  # measurement time, in UTC
+        assert row[5:7] == ("ok", None)
+        assert row[7] == [92.1, None, 91.8, 92.4]
+        assert row[8] == 2
+        v = c.execute("SELECT received, loss, rtt_min_ms FROM v_ping WHERE id = '6f1c1f7e-2a53-4a38-9d55-0d1f4f3c9a02'").fetchone()
+        assert v[0] == 3 and abs(v[1] - 0.25) < 1e-9 and v[2] == 91.8
+
+
+def test_malformed_lines_are_quarantined_rest_ingested(fresh_db, tmp_path):
+    f = tmp_path / "mixed.jsonl"
+    good = (V1 / "ping.jsonl").read_text().splitlines()
+    bad = [(V1 / "invalid" / n).read_text().strip() for n in ("malformed_json.jsonl", "unknown_schema.jsonl", "unknown_kind.jsonl")]
+    f.write_text("\n".join([good[0], bad[0], good[1], bad[1], bad[2], good[2]]) + "\n")
+    stats = ingest([f], fresh_db)
+    assert stats.as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 3}
+    with psycopg.connect(fresh_db) as c:
+        rows = c.execute("SELECT source_file, line, reason, raw FROM quarantine ORDER BY line").fetchall()
+    assert [r[1] for r in rows] == [2, 4, 5]
+    assert rows[0][0] == str(f.resolve())
+    assert "malformed JSON" in rows[0][2] and "unknown schema version" in rows[1][2] and "unknown kind" in rows[2][2]
+    assert rows[1][3] == bad[1]
+    again = ingest([f], fresh_db)  # quarantine is idempotent too
+    assert count(fresh_db, "quarantine") == 3 and again.duplicates == 3
+
+
+def test_gzip_and_directories(fresh_db, tmp_path):
+    d = tmp_path / "spool" / "c" / "r"
+    d.mkdir(parents=True)
+    with gzip.open(d / "x.jsonl.gz", "wt") as g:
+        g.write((V1 / "ping.jsonl").read_text())
+    (d / "ignored.txt").write_text("not a result file")
+    (d / ".partial.jsonl.tmp").write_text("{")
+    assert ingest([tmp_path / "spool"], fresh_db).as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
+
+
+def test_truncated_gzip_keeps_what_was_read(fresh_db, tmp_path):
+    src = tmp_path / "big.jsonl"
+    gen(src, 3000)
+    data = gzip.compress(src.read_bytes())
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
+    stats = ingest([tmp_path / "cut.jsonl.gz"], fresh_db)
+    assert 0 < stats.ingested < 3000
+    assert stats.quarantined == 1 and "corrupt file" in stats.reasons[0]
+
+
+def test_cli_json_and_exit_codes(fresh_db, tmp_path):
+    dbname = fresh_db.split("/")[3].split("?")[0]
+    env = dict(os.environ, DNSCAMP_DATABASE_NAME=dbname)
+    ok = tmp_path / "ok.jsonl"
+    shutil.copy(V1 / "ping.jsonl", ok)
+    cli = [str(ROOT / ".venv" / "bin" / "dnscamp"), "ingest", "--json"]
+    r = subprocess.run([*cli, str(ok)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"ingested": 4, "duplicates": 0, "quarantined": 0}
+    bad = tmp_path / "bad.jsonl"
+    lines = [(V1 / "invalid" / "unknown_schema.jsonl").read_text().strip()] * 25
+    bad.write_text("\n".join(lines) + "\n")
+    r = subprocess.run([*cli, str(bad)], capture_output=True, text=True, env=env)
+    assert r.returncode == 3
+    assert json.loads(r.stdout) == {"ingested": 0, "duplicates": 0, "quarantined": 25}
+    reasons = [l for l in r.stderr.splitlines() if l.startswith("quarantined: ")]
+    assert len(reasons) == 20 and f"{bad.resolve()}:1: schema: unknown schema version" in reasons[0]
+    r = subprocess.run([*cli, str(tmp_path / "missing.jsonl")], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "missing.jsonl: no such file" in r.stderr
+
+
+def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
+    dbname = fresh_db.split("/")[3].split("?")[0]
+    env = dict(os.environ, DNSCAMP_DATABASE_NAME=dbname)
+    f = tmp_path / "many.jsonl"
+    n_valid = gen(f, 120_000, bad_every=1000)
+    cli = [str(ROOT / ".venv" / "bin" / "dnscamp"), "ingest", "--json", str(f)]
+    # Kill it at several moments: during start-up, mid-way, late.
+    for delay in (0.8, 2.0, 3.5):
+        p = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        time.sleep(delay)
+        os.killpg(p.pid, signal.SIGKILL)  # the agent and its parser workers: our own process group
+        p.wait()
+    partial = count(fresh_db)
+    r = subprocess.run(cli, capture_output=True, text=True, env=env)
+    assert r.returncode == 3, r.stderr  # the malformed lines are reported again (already quarantined)
+    assert count(fresh_db) == n_valid
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(DISTINCT id) FROM results").fetchone()[0] == n_valid
+        assert c.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 120
+    out = json.loads(r.stdout)
+    assert out["ingested"] == n_valid - partial and out["ingested"] + out["duplicates"] == n_valid

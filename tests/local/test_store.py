@@ -1,0 +1,54 @@
+"""The store: migrations, roles (reader sees views only), the embedded cluster."""
+
+import psycopg
+import pytest
+
+from db import engine, migrate
+from db.views import all_views
+
+pytestmark = pytest.mark.local
+
+
+def test_migrated_to_every_head(db_url):
+    url = db_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    assert migrate.current_heads(url) == migrate.script_heads()
+
+
+def test_every_view_file_exists_in_the_database(db_url):
+    with psycopg.connect(db_url) as c:
+        views = {r[0] for r in c.execute("SELECT table_name FROM information_schema.views WHERE table_schema='public'")}
+    assert set(all_views()) <= views
+
+
+def test_reader_reads_views_not_tables(fresh_db):
+    reader = fresh_db.replace("postgres@", f"{engine.READER}@", 1)
+    with psycopg.connect(reader) as c:
+        assert c.execute("SELECT count(*) FROM v_results").fetchone()[0] == 0
+    with psycopg.connect(reader) as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM results")
+    with psycopg.connect(reader) as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES ('x', 1, 'r', 'x')")
+
+
+def test_writer_inserts_but_cannot_drop(fresh_db):
+    writer = fresh_db.replace("postgres@", f"{engine.WRITER}@", 1)
+    with psycopg.connect(writer) as c:
+        c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES ('x', 1, 'r', 'x')")
+        c.commit()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("DROP TABLE results")
+
+
+def test_indexes_for_the_obvious_queries(db_url):
+    with psycopg.connect(db_url) as c:
+        idx = {r[0] for r in c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'results'")}
+    assert {"ix_results_campaign_kind_started", "ix_results_kind_started", "ix_results_vantage_started"} <= idx
+
+
+def test_embedded_listens_on_a_socket_only(db_url):
+    if engine.external_url():
+        pytest.fail("this test checks the embedded store; unset DNSCAMP_TEST_DATABASE_URL")
+    with psycopg.connect(db_url) as c:
+        assert c.execute("SHOW listen_addresses").fetchone()[0] == ""
