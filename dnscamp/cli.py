@@ -21,7 +21,9 @@ app = typer.Typer(
 app.add_typer(db.app, name="db")
 app.add_typer(__import__("dnscamp.commands.atlas", fromlist=["app"]).app, name="atlas")
 app.add_typer(campaign.app, name="campaign")
+app.add_typer(__import__("dnscamp.commands.testbed", fromlist=["app"]).app, name="testbed")
 app.command("ingest")(ingest.ingest_command)
+app.command("pageload")(__import__("dnscamp.commands.pageload", fromlist=["x"]).pageload_command)
 
 
 @app.command("version")

@@ -202,3 +202,31 @@ def ns_wrapper(path: Path, resolv_conf: str | None, binds: list[tuple[str, str]]
 
 def sh_quote(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def descendants(pid: int | None) -> list[Any]:
+    """The process tree under the driver (browser, content processes), taken before quit."""
+    if not pid:
+        return []
+    try:
+        import psutil
+
+        return psutil.Process(pid).children(recursive=True)
+    except Exception:  # noqa: BLE001 - the driver is gone already
+        return []
+
+
+def kill_survivors(procs: list[Any]) -> int:
+    """Kill what a crashed driver left behind (by PID, only our own children). Returns count."""
+    import psutil
+
+    alive = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                p.kill()
+                alive.append(p)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=3)
+    return len(alive)

@@ -26,6 +26,8 @@ from vantage_agent.pageload.common import (
     ca_stamp,
     classify_error_text,
     classify_exception,
+    descendants,
+    kill_survivors,
     init_nss,
     make_workdir,
     ns_wrapper,
@@ -291,10 +293,12 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
     finally:
         t3 = time.monotonic()
         if driver is not None:
+            tree = descendants(getattr(getattr(driver.service, "process", None), "pid", None))
             try:
                 driver.quit()
             except Exception:  # noqa: BLE001 - the browser is gone already; the load is recorded
                 pass
+            kill_survivors(tree)
         res.wall_ms["quit"] = (time.monotonic() - t3) * 1000
         res.wall_ms["total"] = (time.monotonic() - t0) * 1000
         if not opts.keep_profile:

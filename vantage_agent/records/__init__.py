@@ -12,10 +12,14 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model
 
 from .envelope import SCHEMA_V1, SUPPORTED_SCHEMAS, Envelope, Vantage
+from .page_load import PageLoadBody
+from .dns_query import DnsQueryBody
 from .ping import PingBody
 
 BODIES: dict[str, type[BaseModel]] = {
     "ping": PingBody,
+    "dns_query": DnsQueryBody,
+    "page_load": PageLoadBody,
 }
 
 

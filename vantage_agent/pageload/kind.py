@@ -1,0 +1,281 @@
+"""The ``page_load`` kind: one unit = one site (one URL) x one repetition, loaded with every
+(browser, DNS mode, HTTP version) combination of the spec, in a seeded shuffled order.
+
+Order (002_6fa4cf280535d36b.txt §3.2.2): the planner shuffles the sites (units) with the
+campaign seed; inside a unit the combinations are shuffled with the unit's own seed; both
+are recorded (``body.order``, ``env.seed``). After each load the RTT to the resolver used can
+be measured (§4: "ICMP pings to each recursor after each attempted page load").
+
+Every load is a record, whatever happened (WWW'20 Table 1 taxonomy); a crashed browser or
+driver is a ``driver_error`` record and the next load starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from vantage_agent import errors
+from vantage_agent.kind import RunContext, Unit, make_record, utcnow
+from vantage_agent.pageload import dnsmode, har as harmod, metrics, registry
+from vantage_agent.pageload.common import DEFAULT_TIMEOUT_S, DEFAULT_VIEWPORT, LoadOptions, LoadResult
+from vantage_agent.records import Envelope
+from vantage_agent.records.page_load import PageLoadBody
+
+
+class PageLoadParams(BaseModel):
+    """``[kinds.page_load]`` in a campaign spec."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    urls: list[str] = Field(min_length=1, description="Pages to load (the target axis).")
+    browsers: list[Literal["firefox", "chromium"]] = Field(default_factory=lambda: ["firefox", "chromium"], min_length=1)
+    dns: list[str] = Field(default_factory=lambda: ["system"], min_length=1, description="DNS modes (docs/pageload.md).")
+    http: list[Literal["h2", "h3"]] = Field(default_factory=lambda: ["h2"], min_length=1)
+    h3_origins: list[str] = Field(
+        default_factory=list, description="Extra host:port forced to HTTP/3 (the page's own origin always is)."
+    )
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=600)
+    viewport: tuple[int, int] = DEFAULT_VIEWPORT
+    ca_file: str | None = Field(None, description="Extra trust anchor; default: the testbed CA when there is one.")
+    resolver_rtt: bool = Field(True, description="Ping each resolver used after each load.")
+    rtt_count: int = Field(3, ge=1, le=20)
+    har: bool = True
+
+    @field_validator("dns")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        for m in v:
+            dnsmode.parse(m)  # DnsModeError (a ValueError) names the bad mode
+        return v
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for u in v:
+            if not urlsplit(u).scheme.startswith("http") or not urlsplit(u).hostname:
+                raise ValueError(f"not an http(s) URL: {u!r}")
+        return v
+
+
+def combinations(params: PageLoadParams, seed: int) -> list[tuple[str, str, str]]:
+    """(browser, dns mode, http) for one site, shuffled with ``seed`` (pure; tested)."""
+    combos = [(b, d, h) for b in params.browsers for d in params.dns for h in params.http]
+    random.Random(seed).shuffle(combos)
+    return combos
+
+
+def origins_for(url: str, extra: list[str]) -> tuple[str, ...]:
+    u = urlsplit(url)
+    own = f"{u.hostname}:{u.port or 443}"
+    return tuple(dict.fromkeys([own, *extra]))
+
+
+def find_ca(params_ca: str | None, testbed: dict[str, Any] | None) -> str | None:
+    """The trust anchor for sites and resolvers: the spec's, else the testbed's CA."""
+    if params_ca:
+        return params_ca
+    tb = testbed or {}
+    for key in ("ca_file", "ca_cert", "ca"):
+        v = tb.get(key)
+        if isinstance(v, dict):
+            v = v.get("cert") or v.get("file") or v.get("path")
+        if isinstance(v, str) and Path(v).is_file():
+            return v
+    from vantage_agent.paths import testbed_dir
+
+    for cand in ("ca/ca.crt", "ca/ca.pem", "ca.crt", "pki/ca.crt"):
+        p = testbed_dir() / cand
+        if p.is_file():
+            return str(p)
+    return None
+
+
+def resolver_rtt(mode: dnsmode.DnsMode, count: int) -> dict[str, float | None] | None:
+    """Median ICMP RTT (ms) to the mode's resolver, None when it did not answer."""
+    if mode.resolver is None:
+        return None
+    from vantage_agent.ping import PingParams, ping
+
+    addr = mode.resolver.address
+    try:
+        b = ping(PingParams(targets=[addr], count=count, interval_ms=0, timeout_ms=1000), addr)
+        rtts = [r for r in b.rtts_ms if r is not None]
+        return {addr: round(statistics.median(rtts), 3) if rtts else None}
+    except Exception:  # noqa: BLE001 - an unanswered ping is a null, not a failed load
+        return {addr: None}
+
+
+def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] | None) -> tuple[bool | None, str]:
+    """Resolver-side evidence this harness has by itself (the testbed tests add the
+    frontends' logs): the stub saw the page's names and forwarded them over its transport."""
+    if mode.transport in ("doq", "doh3") and stub_stats is not None:
+        seen = set(stub_stats.get("names") or [])
+        page = set(hosts)
+        if stub_stats.get("queries", 0) and page & seen and not stub_stats.get("failures"):
+            return True, f"stub forwarded {stub_stats['queries']} queries over {mode.transport} ({len(page & seen)} page names)"
+        return False, f"stub saw {stub_stats.get('queries', 0)} queries, {stub_stats.get('failures', 0)} failed"
+    if mode.transport == "system":
+        return None, "system resolver: no resolver-side evidence in the harness"
+    return None, {
+        "do53": "resolv.conf -> resolver in the browser's mount namespace (check the frontend log)",
+        "dot": "Stubby, DoT only, authentication required (check the frontend log)",
+        "doh": "browser DoH without fallback (Firefox TRR 3 / Chromium secure mode; check the frontend log)",
+    }.get(mode.transport, "")
+
+
+def body_of(
+    res: LoadResult,
+    mode: dnsmode.DnsMode,
+    opts: LoadOptions,
+    *,
+    har_path: str | None,
+    har_valid: bool | None,
+    stub_stats: dict[str, Any] | None,
+    rtt: dict[str, float | None] | None,
+    order: dict[str, Any] | None,
+) -> PageLoadBody:
+    nav = res.navigation
+    hosts = metrics.hostnames(res.url, res.resources, res.har)
+    paint = res.paint or {}
+    ok, how = verify(mode, hosts, stub_stats)
+    if stub_stats is not None:
+        stub_stats = {k: v for k, v in stub_stats.items()}
+    return PageLoadBody(
+        url=res.url,
+        final_url=res.final_url,
+        browser=res.browser,  # type: ignore[arg-type]
+        browser_version=res.versions.get("browser_version"),
+        driver_version=res.versions.get("driver_version"),
+        dns_mode=str(mode),
+        dns_transport=mode.transport,  # type: ignore[arg-type]
+        resolver=mode.resolver.label() if mode.resolver else None,
+        http=opts.http,  # type: ignore[arg-type]
+        timeout_s=opts.timeout_s,
+        viewport=opts.viewport,
+        plt_ms=metrics.plt_ms(nav),
+        navigation=nav,
+        first_paint_ms=paint.get("first-paint"),
+        first_contentful_paint_ms=paint.get("first-contentful-paint"),
+        lcp_ms=res.lcp_ms,
+        next_hop_protocol=(nav or {}).get("nextHopProtocol") or None,
+        protocols=metrics.protocols(nav, res.resources),
+        resources=metrics.resource_rows(res.resources),
+        hostnames=hosts,
+        unique_hostnames=len(hosts),
+        dns_lookups=metrics.dns_lookups(nav, res.resources, res.har),
+        stub=stub_stats,
+        dns_transport_verified=ok,
+        dns_verification=how,
+        har_path=har_path,
+        har_valid=har_valid,
+        har_source=(res.har or {}).get("log", {}).get("_source") if res.har else None,
+        har_entries=len(res.har["log"]["entries"]) if res.har else None,
+        resolver_rtt_ms=rtt,
+        wall_ms={k: round(v, 3) for k, v in res.wall_ms.items()},
+        order=order,
+    )
+
+
+def measure(
+    unit: Unit,
+    url: str,
+    browser: str,
+    mode: dnsmode.DnsMode,
+    opts: LoadOptions,
+    artifacts_dir: Path,
+    *,
+    dns: dnsmode.DnsSetup | None = None,
+    rtt_count: int | None = 3,
+    order: dict[str, Any] | None = None,
+) -> Envelope:
+    """One load -> one record (HAR written beside it). Never raises."""
+    started = utcnow()
+    rid = uuid.uuid4()
+    env: dict[str, Any] = {"seed": unit.seed}
+    own_dns = dns is None
+    res: LoadResult
+    try:
+        mod = registry.get(browser)
+        env.update({k: v for k, v in mod.versions().items()})
+        if own_dns:
+            dns = dnsmode.setup(mode, artifacts_dir / "dns" / rid.hex[:12], ca_file=opts.ca_file)
+        else:
+            dns.reset_stats()
+        res = mod.load(url, opts, dns)
+        stub_stats = dns.stats()
+    except dnsmode.DnsModeError as exc:
+        res = LoadResult(url=url, browser=browser, status=errors.SetupError.status, error=str(exc))
+        stub_stats = None
+    except (OSError, errors.MeasurementError) as exc:
+        msg = exc.message if isinstance(exc, errors.MeasurementError) else f"{type(exc).__name__}: {exc}"
+        st = exc.status if isinstance(exc, errors.MeasurementError) else errors.SetupError.status
+        res = LoadResult(url=url, browser=browser, status=st, error=f"DNS mode {mode}: {msg}")
+        stub_stats = None
+    finally:
+        if own_dns and dns is not None:
+            dns.close()
+    rtt = resolver_rtt(mode, rtt_count) if rtt_count else None
+    har_path = har_valid = None
+    if res.har is not None:
+        problems = harmod.validate(res.har)
+        har_valid = not problems
+        if problems:
+            res.har["log"]["comment"] = "schema problems: " + "; ".join(problems[:5])
+        rel = Path("har") / f"{rid}.har"
+        try:
+            harmod.write(res.har, artifacts_dir / rel)
+            har_path = str(rel)
+        except OSError:
+            har_path = None
+    body = body_of(res, mode, opts, har_path=har_path, har_valid=har_valid, stub_stats=stub_stats, rtt=rtt, order=order)
+    status = res.status
+    error = res.error if status != errors.OK else None
+    if status != errors.OK and not error:
+        error = status
+    return make_record(unit, started_at=started, body=body, status=status, error=error, env=env, record_id=rid)
+
+
+class _PageLoadKind:
+    name = "page_load"
+    params_model = PageLoadParams
+    where = "client"
+
+    def targets(self, params: PageLoadParams) -> list[str]:
+        return list(params.urls)
+
+    def run(self, unit: Unit, ctx: RunContext) -> Iterable[Envelope]:
+        params = PageLoadParams.model_validate({**unit.params, "urls": [unit.target]})
+        ca = find_ca(params.ca_file, ctx.testbed)
+        combos = combinations(params, unit.seed)
+        work = Path(ctx.artifacts_dir) / "work"
+        for i, (browser, mode_s, http) in enumerate(combos):
+            mode = dnsmode.parse(mode_s)
+            opts = LoadOptions(
+                timeout_s=params.timeout_s,
+                viewport=tuple(params.viewport),  # type: ignore[arg-type]
+                http=http,
+                h3_origins=origins_for(unit.target, params.h3_origins) if http == "h3" else (),
+                ca_file=ca,
+                work_dir=str(work),
+                har=params.har,
+            )
+            order = {"seed": unit.seed, "site_order": unit.order, "combination": i, "of": len(combos)}
+            yield measure(
+                unit, unit.target, browser, mode, opts, Path(ctx.artifacts_dir),
+                rtt_count=params.rtt_count if params.resolver_rtt else None, order=order,
+            )  # fmt: skip
+
+
+KIND = _PageLoadKind()
+
+
+def wall_clock() -> float:
+    return time.monotonic()

@@ -1,0 +1,81 @@
+"""Body of ``page_load`` records: one browser load of one URL under one DNS mode.
+
+Timestamps are the browser's own (ms since navigation start, W3C Navigation / Resource Timing);
+durations are derived in SQL (db/views/v_page_load.sql). The raw HAR is a file beside the
+record (``har_path``, relative to the run's artifacts directory), validated against HAR 1.2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .envelope import Frozen
+
+
+class ResourceTiming(Frozen):
+    """One Resource Timing entry (phase timestamps, ms since navigation start)."""
+
+    name: str | None = None
+    host: str | None = None
+    initiator_type: str | None = None
+    next_hop_protocol: str | None = None
+    response_status: int | None = None
+    startTime: float | None = None
+    redirectStart: float | None = None
+    redirectEnd: float | None = None
+    fetchStart: float | None = None
+    domainLookupStart: float | None = None
+    domainLookupEnd: float | None = None
+    connectStart: float | None = None
+    secureConnectionStart: float | None = None
+    connectEnd: float | None = None
+    requestStart: float | None = None
+    responseStart: float | None = None
+    responseEnd: float | None = None
+    duration: float | None = None
+    transferSize: float | None = None
+    encodedBodySize: float | None = None
+    decodedBodySize: float | None = None
+
+
+class PageLoadBody(Frozen):
+    url: str = Field(description="URL asked for.")
+    final_url: str | None = Field(None, description="location.href after the load (error pages included).")
+    browser: Literal["firefox", "chromium"]
+    browser_version: str | None = None
+    driver_version: str | None = None
+    dns_mode: str = Field(description="The DNS mode as given: system, do53:R, dot:R, doh:R, doq:R, doh3:R.")
+    dns_transport: Literal["system", "do53", "dot", "doh", "doq", "doh3"]
+    resolver: str | None = Field(None, description="Resolver (tls-name@address) for non-system modes.")
+    http: Literal["h2", "h3"] = Field(description="h2: QUIC disabled; h3: HTTP/3 forced for the testbed origins.")
+    timeout_s: float = Field(gt=0)
+    viewport: tuple[int, int]
+    plt_ms: float | None = Field(None, description="onLoad: loadEventStart of the navigation entry (ms).")
+    navigation: dict[str, Any] | None = Field(None, description="The full Navigation Timing entry (toJSON).")
+    first_paint_ms: float | None = None
+    first_contentful_paint_ms: float | None = None
+    lcp_ms: float | None = Field(None, description="Largest Contentful Paint (last candidate), when supported.")
+    next_hop_protocol: str | None = Field(None, description="nextHopProtocol of the document (h2, h3, http/1.1).")
+    protocols: dict[str, int] = Field(default_factory=dict, description="nextHopProtocol -> entries.")
+    resources: list[ResourceTiming] = Field(default_factory=list)
+    hostnames: list[str] = Field(default_factory=list, description="Unique hostnames the page used.")
+    unique_hostnames: int = Field(0, ge=0)
+    dns_lookups: int = Field(0, ge=0, description="Hostnames with a DNS phase in the browser's timings (lower bound).")
+    stub: dict[str, Any] | None = Field(
+        None, description="dnscamp stub (doq/doh3): queries, failures, overhead_us_p50/p90, names."
+    )
+    dns_transport_verified: bool | None = Field(
+        None, description="True/False when resolver-side evidence (frontend log, stub) was checked; null when none."
+    )
+    dns_verification: str | None = Field(None, description="How the transport was verified, or why not.")
+    har_path: str | None = Field(None, description="HAR 1.2 file, relative to the run's artifacts dir.")
+    har_valid: bool | None = None
+    har_source: str | None = Field(None, description="cdp | bidi | resource-timing")
+    har_entries: int | None = None
+    resolver_rtt_ms: dict[str, float | None] | None = Field(
+        None, description="RTT to each resolver used, measured right after the load (WWW'20 §4)."
+    )
+    wall_ms: dict[str, float] = Field(default_factory=dict, description="Harness wall clock: start/load/collect/quit/total.")
+    order: dict[str, Any] | None = Field(None, description="Seeded order: seed, site index, combination index.")
