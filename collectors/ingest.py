@@ -1,8 +1,10 @@
 """Idempotent, loss-free ingest of result files (``*.jsonl`` / ``*.jsonl.gz``).
 
 Contract (ARCHITECTURE.md "Ingest is idempotent and loses nothing"):
-- idempotent by record id: each batch is COPYed into a temporary staging table and moved
-  with ``INSERT ... ON CONFLICT (id) DO NOTHING``; what conflicts is counted as a duplicate;
+- idempotent by record id: a batch's ids already in the store are dropped (one index probe
+  per batch) and the rest is COPYed into ``results``; a collision with a concurrent ingest
+  falls back to a staging table + ``INSERT ... ON CONFLICT (id) DO NOTHING``; what was already
+  there is counted as a duplicate;
 - a malformed line, an invalid record or an unknown schema version goes to ``quarantine``
   (file, line, reason, raw text; unique on file + line) and the rest of the file goes on;
 - every batch is one transaction, so a SIGKILL at any moment leaves whole batches or
@@ -77,18 +79,24 @@ def _open_lines(path: Path) -> Iterator[bytes]:
         yield from f
 
 
-def _copy_text(value: str) -> str:
-    """Escape one value for COPY's text format."""
+COLUMNS = (
+    "id", "schema", "kind", "campaign", "run", "unit", "vantage_id", "provider", "region",
+    "network_profile", "started_at", "status", "error", "env", "body", "source_file", "source_line",
+)  # fmt: skip
+_NULL = "\\N"
+
+
+def _copy_text(value: str | None) -> str:
+    """One value in COPY's text format."""
+    if value is None:
+        return _NULL
     return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _parse_chunk(chunk: tuple[str, int, list[bytes], str | None]) -> tuple[bytes, int, list[tuple]]:
-    """Worker: validate lines; return (COPY text of the valid lines, how many, quarantine rows).
-
-    Valid lines are shipped to Postgres verbatim (as jsonb) and the envelope columns are
-    extracted there, in C, by the INSERT ... SELECT; pydantic has already checked every field."""
+def _parse_chunk(chunk: tuple[str, int, list[bytes], str | None]) -> tuple[list[tuple[str, str]], list[tuple]]:
+    """Worker: validate lines; return ([(record id, COPY line)], quarantine rows)."""
     source, first, lines, corrupt = chunk
-    out: list[str] = []
+    rows: list[tuple[str, str]] = []
     bad: list[tuple[str, int, str, str]] = []
     src = _copy_text(source)
     for i, raw in enumerate(lines):
@@ -97,15 +105,22 @@ def _parse_chunk(chunk: tuple[str, int, list[bytes], str | None]) -> tuple[bytes
         if not text.strip():
             continue  # blank lines (e.g. a trailing newline) are not records
         try:
-            parse_line(text)
+            env, body = parse_line(text)
         except RecordError as exc:
             bad.append((source, lineno, exc.reason, text.decode("utf-8", "replace")))
             continue
-        out.append(f"{_copy_text(text.decode())}\t{src}\t{lineno}\n")
+        v = env.vantage
+        rid = str(env.id)
+        body_json = body.model_dump_json() if body is not None else "{}"
+        cols = (
+            rid, env.schema_, env.kind, env.campaign, env.run, env.unit, v.id, v.provider, v.region,
+            v.network_profile, env.started_at.isoformat(), env.status, env.error, json.dumps(env.env), body_json,
+        )  # fmt: skip
+        rows.append((rid, "\t".join(map(_copy_text, cols)) + f"\t{src}\t{lineno}\n"))
     if corrupt:
         # The file broke off here (truncated/corrupt gzip): what was read is kept above.
         bad.append((source, first + len(lines), f"corrupt file: {corrupt}", ""))
-    return "".join(out).encode(), len(out), bad
+    return rows, bad
 
 
 def _chunks(files: list[Path]) -> Iterator[tuple[str, int, list[bytes], str | None]]:
@@ -129,40 +144,42 @@ def _chunks(files: list[Path]) -> Iterator[tuple[str, int, list[bytes], str | No
             yield source, first, buf, None
 
 
-_EXTRACT = """
-    INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region,
-                         network_profile, started_at, status, error, env, body, source_file, source_line)
-    SELECT (j->>'id')::uuid, j->>'schema', j->>'kind', j->>'campaign', j->>'run', j->>'unit',
-           j->'vantage'->>'id', j->'vantage'->>'provider', j->'vantage'->>'region',
-           j->'vantage'->>'network_profile', (j->>'started_at')::timestamptz, j->>'status',
-           j->>'error', coalesce(j->'env', '{}'::jsonb), j->'body', source_file, source_line
-    FROM ingest_staging
-    ON CONFLICT (id) DO NOTHING
-"""
+_STAGING = "CREATE TEMP TABLE IF NOT EXISTS ingest_staging (LIKE results INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+_COPY_RESULTS = f"COPY results ({', '.join(COLUMNS)}) FROM STDIN"
+_COPY_STAGING = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN"
+_MOVE = (
+    f"INSERT INTO results ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM ingest_staging "
+    "ON CONFLICT (id) DO NOTHING"
+)
 
 
-def _store(conn: psycopg.Connection, blob: bytes, n: int, bad: list[tuple], stats: IngestStats) -> None:
+def _store(conn: psycopg.Connection, rows: list[tuple[str, str]], bad: list[tuple], stats: IngestStats) -> None:
+    """Store one batch in one transaction.
+
+    Fast path: drop the ids already stored (one index probe for the batch) and COPY the rest
+    straight into ``results``. If that collides with a concurrent ingest, or Postgres refuses
+    a value, the batch is redone through a staging table with ON CONFLICT DO NOTHING, line by
+    line where needed."""
+    uniq: dict[str, str] = {}
+    for rid, line in rows:
+        uniq.setdefault(rid, line)
     try:
         with conn.transaction():
             with conn.cursor() as cur:
-                if n:
-                    cur.execute(
-                        "CREATE TEMP TABLE IF NOT EXISTS ingest_staging "
-                        "(j jsonb, source_file text, source_line int) ON COMMIT DELETE ROWS"
-                    )
-                    with cur.copy("COPY ingest_staging (j, source_file, source_line) FROM STDIN") as copy:
-                        copy.write(blob)
-                    cur.execute(_EXTRACT)
-                    inserted = cur.rowcount
+                new = list(uniq.values())
+                if uniq:
+                    cur.execute("SELECT id::text FROM results WHERE id = ANY(%s::uuid[])", (list(uniq),))
+                    existing = {r[0] for r in cur.fetchall()}
+                    new = [line for rid, line in uniq.items() if rid not in existing]
+                    if new:
+                        with cur.copy(_COPY_RESULTS) as copy:
+                            copy.write("".join(new).encode())
                 _quarantine(cur, bad)
-    except psycopg.errors.DataError:
-        # Python accepted a line that Postgres refuses (e.g. \u0000 in a string): store the
-        # batch line by line so that only the offending lines are quarantined.
-        _store_one_by_one(conn, blob, bad, stats)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DataError):
+        _store_via_staging(conn, [line for _, line in rows], bad, stats)
         return
-    if n:
-        stats.ingested += inserted
-        stats.duplicates += n - inserted
+    stats.ingested += len(new)
+    stats.duplicates += len(rows) - len(new)
     _count_bad(bad, stats)
 
 
@@ -180,27 +197,35 @@ def _count_bad(bad: list[tuple], stats: IngestStats) -> None:
     stats.reasons.extend(f"{s}:{ln}: {reason}" for s, ln, reason, _ in bad)
 
 
-def _store_one_by_one(conn: psycopg.Connection, blob: bytes, bad: list[tuple], stats: IngestStats) -> None:
+def _move(conn: psycopg.Connection, lines: list[str]) -> int:
+    with conn.cursor() as cur:
+        cur.execute(_STAGING)
+        with cur.copy(_COPY_STAGING) as copy:
+            copy.write("".join(lines).encode())
+        cur.execute(_MOVE)
+        return cur.rowcount
+
+
+def _store_via_staging(conn: psycopg.Connection, lines: list[str], bad: list[tuple], stats: IngestStats) -> None:
     bad = list(bad)
-    for row in blob.decode().splitlines():
-        text, source, lineno = row.rsplit("\t", 2)
-        try:
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    cur.execute(
-                        "CREATE TEMP TABLE IF NOT EXISTS ingest_staging "
-                        "(j jsonb, source_file text, source_line int) ON COMMIT DELETE ROWS"
-                    )
-                    with cur.copy("COPY ingest_staging (j, source_file, source_line) FROM STDIN") as copy:
-                        copy.write((row + "\n").encode())
-                    cur.execute(_EXTRACT)
-                    inserted = cur.rowcount
-        except psycopg.errors.DataError as exc:
-            reason = f"rejected by the store: {str(exc).splitlines()[0]}"
-            bad.append((source, int(lineno), reason, text))
-            continue
+    try:
+        with conn.transaction():
+            inserted = _move(conn, lines)
         stats.ingested += inserted
-        stats.duplicates += 1 - inserted
+        stats.duplicates += len(lines) - inserted
+    except psycopg.errors.DataError:
+        # Python accepted a line that Postgres refuses (e.g. \u0000 in a string): store the
+        # batch line by line so that only the offending lines are quarantined.
+        for line in lines:
+            try:
+                with conn.transaction():
+                    inserted = _move(conn, [line])
+            except psycopg.errors.DataError as exc:
+                source, lineno = line.rstrip("\n").rsplit("\t", 2)[1:]
+                bad.append((source, int(lineno), f"rejected by the store: {str(exc).splitlines()[0]}", line))
+                continue
+            stats.ingested += inserted
+            stats.duplicates += 1 - inserted
     with conn.transaction():
         with conn.cursor() as cur:
             _quarantine(cur, bad)
@@ -229,6 +254,6 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
                 _store(conn, *_parse_chunk(chunk), stats)
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                for blob, n, bad in _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2):
-                    _store(conn, blob, n, bad, stats)
+                for rows, bad in _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2):
+                    _store(conn, rows, bad, stats)
     return stats
