@@ -23,6 +23,7 @@ app.add_typer(__import__("dnscamp.commands.atlas", fromlist=["app"]).app, name="
 app.add_typer(campaign.app, name="campaign")
 app.add_typer(__import__("dnscamp.commands.testbed", fromlist=["app"]).app, name="testbed")
 app.command("ingest")(ingest.ingest_command)
+app.command("dns")(__import__("dnscamp.commands.dns", fromlist=["x"]).dns_command)
 app.command("pageload")(__import__("dnscamp.commands.pageload", fromlist=["x"]).pageload_command)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 KINDS: dict[str, str] = {
     "ping": "vantage_agent.ping:KIND",
+    "dns_query": "vantage_agent.dns.kind:KIND",
     "page_load": "vantage_agent.pageload.kind:KIND",
 }
 

@@ -1,0 +1,292 @@
+"""DoH: DNS over HTTPS (RFC 8484) with libcurl (pycurl), HTTP/2, POST (default, as
+002_6fa4cf280535d36b.txt §3.1.2) or GET, ``application/dns-message``, transaction id 0 (RFC 8484
+§4.1, as browsers do). ``doh3`` reuses this driver with HTTP/3 only.
+
+Timestamps: ``t_start`` is stamped by us right before ``perform()``, ``t_response`` by us in the
+write callback when the last byte of the DNS message arrives. libcurl does not expose its
+socket events to Python, so ``t_connected`` / ``t_tls_done`` / ``t_query_sent`` are ``t_start``
+plus libcurl's own microsecond offsets ``CONNECT_TIME_T`` / ``APPCONNECT_TIME_T`` /
+``POSTTRANSFER_TIME_T`` (taken by libcurl on the same CLOCK_MONOTONIC at the event itself;
+the anchor error is the few µs between our stamp and libcurl's transfer start).
+
+Connections: ``fresh`` = a new easy handle (no connection, no TLS session cache) per query;
+``reuse`` = one handle kept open (``MAXAGE_CONN`` plus our own idle check), HTTP/2 stream per
+query; ``resume`` = one handle, ``FRESH_CONNECT`` + ``FORBID_REUSE`` per query, so each query
+opens a new connection that resumes the TLS session from a ``CurlShare`` session cache (the
+easy handle alone did not resume here), with ``CURLSSLOPT_EARLYDATA`` so that DoH3 sends the
+request as QUIC 0-RTT when the ticket allows it (``EARLYDATA_SENT_T`` > 0 → ``early_data``).
+``resumed`` is true when libcurl offered the session and the server sent no certificate.
+``NUM_CONNECTS`` says whether a connection was made; the TLS version, ALPN and resumption come
+from libcurl's verbose lines (``SSL connection using ...``, ``ALPN: server accepted ...``,
+``SSL reusing session ...``). pycurl bundles its own OpenSSL: ``CAINFO`` is always set.
+
+Bytes/packets: we open the TCP socket ourselves (``OPENSOCKETFUNCTION``, TCP_NODELAY) and read
+the kernel's TCP_INFO counters when the request is about to go out (``PREREQFUNCTION``:
+end of handshake) and after the response. For HTTP/3 (UDP) no per-socket kernel counter
+exists and libcurl owns the datagrams: ``wire_basis`` is ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+from urllib.parse import urlsplit
+
+import pycurl
+
+from vantage_agent import errors
+
+from . import _common as c
+from .policy import Policy
+from .timing import DnsTiming, WireCount
+
+TRANSPORT = "doh"
+ENDPOINT = "doh"
+SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
+_CURLSSLOPT_EARLYDATA = 1 << 6  # curl.h CURLSSLOPT_EARLYDATA (libcurl >= 8.11; not named by pycurl)
+
+
+def _curl_version() -> str:
+    return pycurl.version
+
+
+class Client:
+    transport = "doh"
+    http_version = pycurl.CURL_HTTP_VERSION_2TLS
+    udp = False
+
+    def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
+        if not endpoint.url:
+            raise ValueError(f"{self.transport} endpoint of {endpoint.resolver or endpoint.address} has no URL")
+        self.endpoint = endpoint
+        self.policy = policy or Policy()
+        self.options = options or c.QueryOptions()
+        self._curl: pycurl.Curl | None = None
+        self._last_used: int | None = None
+        self._last_fd: int | None = None
+        self._new_socks: list[socket.socket] = []
+        self._debug: list[str] = []
+        self._body = bytearray()
+        self._t_last: int | None = None
+        self._hs_counts: WireCount | None = None
+        self._after_counts: WireCount | None = None
+        self._share: pycurl.CurlShare | None = None
+        if self.policy.resumes:
+            # libcurl keeps TLS sessions (and QUIC 0-RTT tickets) in a share's session cache.
+            self._share = pycurl.CurlShare()
+            self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_SSL_SESSION)
+        u = urlsplit(endpoint.url)
+        self._host = u.hostname or endpoint.address
+        self._port = u.port or 443
+
+    # -- handle --------------------------------------------------------------------------------
+    def _new_handle(self) -> pycurl.Curl:
+        ep = self.endpoint
+        h = pycurl.Curl()
+        h.setopt(pycurl.HTTP_VERSION, self.http_version)
+        h.setopt(pycurl.CAINFO, ep.ca_file or SYSTEM_CA)
+        h.setopt(pycurl.SSL_VERIFYPEER, 1)
+        h.setopt(pycurl.SSL_VERIFYHOST, 2)
+        if ep.address and self._host != ep.address:
+            h.setopt(pycurl.RESOLVE, [f"{self._host}:{self._port}:{ep.address}"])
+        h.setopt(pycurl.HTTPHEADER, ["Accept: application/dns-message", "Content-Type: application/dns-message"])
+        h.setopt(pycurl.WRITEFUNCTION, self._write)
+        h.setopt(pycurl.OPENSOCKETFUNCTION, self._opensocket)
+        h.setopt(pycurl.PREREQFUNCTION, self._prereq)
+        h.setopt(pycurl.VERBOSE, 1)
+        h.setopt(pycurl.DEBUGFUNCTION, self._debugfn)
+        h.setopt(pycurl.NOSIGNAL, 1)
+        h.setopt(pycurl.PIPEWAIT, 0)
+        h.setopt(pycurl.MAXAGE_CONN, max(1, int(self.policy.idle_timeout_s + 0.999)))
+        if self._share is not None:
+            h.setopt(pycurl.SHARE, self._share)
+            h.setopt(pycurl.SSL_OPTIONS, _CURLSSLOPT_EARLYDATA)
+        else:
+            h.setopt(pycurl.SSL_SESSIONID_CACHE, 0)
+        return h
+
+    def _opensocket(self, purpose: int, addr: tuple) -> socket.socket:
+        family, socktype, protocol, sockaddr = addr
+        s = socket.socket(family, socktype, protocol)
+        if socktype == socket.SOCK_STREAM:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._new_socks.append(s)
+        return s
+
+    def _prereq(self, conn_primary_ip: str, conn_local_ip: str, conn_primary_port: int, conn_local_port: int) -> int:
+        if self._new_socks and not self.udp:
+            self._hs_counts = c.tcp_counts(self._new_socks[-1])
+        return pycurl.PREREQFUNC_OK
+
+    def _write(self, data: bytes) -> None:
+        self._t_last = c.now()
+        self._body += data
+        if not self.udp:
+            sock = self._new_socks[-1] if self._new_socks else self._last_fd
+            if sock is not None:
+                self._after_counts = c.tcp_counts(sock)
+
+    def _debugfn(self, kind: int, msg: bytes) -> None:
+        if kind == 0:  # CURLINFO_TEXT
+            self._debug.append(msg.decode("latin-1", "replace").strip())
+
+    def close(self) -> None:
+        if self._curl is not None:
+            self._curl.close()
+            self._curl = None
+        for s in self._new_socks:
+            s.close()
+        self._new_socks.clear()
+        self._last_fd = None
+        self._last_used = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one query -----------------------------------------------------------------------------
+    def query(self, qname: str, qtype: str = "A") -> DnsTiming:
+        ep, opt = self.endpoint, self.options
+        q = c.make_query(qname, qtype, txid=0, edns_payload=opt.edns_payload)  # RFC 8484 §4.1
+        wire = q.to_wire()
+        fresh = self.policy.mode == "fresh"
+        if fresh or self._curl is None:
+            self.close()
+            self._curl = self._new_handle()
+        h = self._curl
+        for s in self._new_socks:  # libcurl holds its own dup of every socket it kept
+            s.close()
+        self._new_socks.clear()
+        self._debug.clear()
+        self._body = bytearray()
+        self._t_last = None
+        self._hs_counts = None
+        self._after_counts = None
+        if opt.doh_method == "GET":
+            b64 = base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
+            sep = "&" if "?" in ep.url else "?"
+            h.setopt(pycurl.HTTPGET, 1)
+            h.setopt(pycurl.URL, f"{ep.url}{sep}dns={b64}")
+        else:
+            h.setopt(pycurl.URL, ep.url)
+            h.setopt(pycurl.POSTFIELDS, wire)
+        h.setopt(pycurl.TIMEOUT_MS, int(opt.timeout_s * 1000))
+        h.setopt(pycurl.CONNECTTIMEOUT_MS, int(opt.timeout_s * 1000))
+        t0 = c.now()
+        may_reuse = self.policy.may_reuse(self._last_used, t0)
+        h.setopt(pycurl.FRESH_CONNECT, 0 if may_reuse else 1)
+        h.setopt(pycurl.FORBID_REUSE, 0 if self.policy.keeps_connection else 1)
+        before = c.tcp_counts(self._last_fd) if (may_reuse and self._last_fd is not None and not self.udp) else None
+        base = DnsTiming(
+            transport=self.transport, address=ep.address, port=self._port, qname=qname, qtype=qtype,
+            policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, http_method=opt.doh_method,
+            wire_basis="unavailable" if self.udp else "tcp_info",
+        )
+        t0 = c.now()
+        base = base.replace(t_start=t0)
+        try:
+            h.perform()
+        except pycurl.error as exc:
+            code = exc.args[0]
+            err = self._classify(code, str(exc.args[1]) if len(exc.args) > 1 else "")
+            res = self._phases(base, h, t0)
+            self.close()
+            return res.replace(status=err.status, error=err.message)
+        t_resp = self._t_last
+        new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
+        res = self._phases(base, h, t0).replace(t_response=t_resp, connection_reused=not new_conn)
+        fd = h.getinfo(pycurl.ACTIVESOCKET)
+        if not self.udp:
+            after = self._after_counts
+            start = self._hs_counts if new_conn else before
+            res = res.replace(
+                handshake=self._hs_counts if new_conn else None,
+                query=(after - start) if (after is not None and start is not None) else None,
+            )
+        self._last_fd = fd if (fd is not None and fd >= 0) else None
+        self._last_used = t_resp or c.now()
+        status = h.getinfo(pycurl.RESPONSE_CODE)
+        res = res.replace(http_status=status)
+        if self.policy.mode == "fresh":
+            self.close()
+        if status // 100 != 2:
+            return res.replace(status=errors.HttpError.status, error=f"HTTP status {status}")
+        try:
+            parsed = c.parse_response(bytes(self._body), q)
+        except errors.MeasurementError as exc:
+            return res.replace(status=exc.status, error=exc.message)
+        res = res.replace(rcode=parsed.rcode, answers=parsed.answers, response_size=parsed.size)
+        err = c.rcode_error(parsed)
+        if err is not None:
+            res = res.replace(status=err.status, error=err.message)
+        return res
+
+    def _phases(self, base: DnsTiming, h: pycurl.Curl, t0: int) -> DnsTiming:
+        def at(info: int) -> int | None:
+            us = h.getinfo(info)
+            return t0 + us * 1000 if us and us > 0 else None
+
+        hv = h.getinfo(pycurl.INFO_HTTP_VERSION)
+        tls_version = alpn = None
+        resumed: bool | None = None
+        full_handshake = False
+        for line in self._debug:
+            if line.startswith("SSL connection using "):
+                tls_version = line.split()[3] if len(line.split()) > 3 else None
+            elif line.startswith("ALPN: server accepted "):
+                alpn = line.rsplit(" ", 1)[-1]
+            elif "reusing session" in line.lower() or "re-using session" in line.lower():
+                resumed = True  # offered; refuted below if the server sent its certificate
+            elif "TLS handshake, Certificate (11)" in line and "(IN)" in line:
+                full_handshake = True
+        new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
+        if new_conn:
+            resumed = bool(resumed) and not full_handshake
+        else:
+            resumed = None
+        early = None
+        if new_conn and self.policy.resumes:
+            early = bool(resumed) and (h.getinfo(pycurl.EARLYDATA_SENT_T) or 0) > 0
+        if hv == 30:
+            alpn = alpn or "h3"
+        return base.replace(
+            t_connected=at(pycurl.CONNECT_TIME_T),
+            t_tls_done=at(pycurl.APPCONNECT_TIME_T),
+            t_query_sent=at(pycurl.POSTTRANSFER_TIME_T) or at(pycurl.PRETRANSFER_TIME_T),
+            http_version={3: "2", 30: "3", 2: "1.1", 1: "1.0"}.get(hv, str(hv) if hv else None),
+            tls_version=tls_version,
+            alpn=alpn,
+            quic_version="1" if hv == 30 else None,
+            resumed=resumed,
+            early_data=early,
+        )
+
+    def _classify(self, code: int, msg: str) -> errors.MeasurementError:
+        if code == pycurl.E_OPERATION_TIMEDOUT:
+            return errors.Timeout(f"timed out: {msg}")
+        if code in (pycurl.E_COULDNT_CONNECT,):
+            return errors.ConnectError(msg)
+        if code in (pycurl.E_PEER_FAILED_VERIFICATION, pycurl.E_SSL_CACERT_BADFILE) or code == 60:
+            return errors.TlsError(f"certificate verification failed: {msg}")
+        if code in (pycurl.E_SSL_CONNECT_ERROR,):
+            return errors.TlsError(msg)
+        if code == getattr(pycurl, "E_QUIC_CONNECT_ERROR", 96):
+            return errors.QuicError(msg)
+        if code in (pycurl.E_HTTP2, getattr(pycurl, "E_HTTP3", 95), pycurl.E_HTTP2_STREAM):
+            return errors.QuicError(msg) if self.udp else errors.HttpError(f"HTTP/2 error: {msg}")
+        if code in (pycurl.E_RECV_ERROR, pycurl.E_SEND_ERROR, pycurl.E_GOT_NOTHING):
+            return errors.ConnectError(msg)
+        return errors.Other(f"curl error {code}: {msg}")
+
+
+def curl_version() -> str:
+    return _curl_version()

@@ -1,0 +1,117 @@
+"""The ``dns_query`` measurement kind: times DNS queries over every (resolver, transport) of
+the campaign, one record per query, in the vantage's client namespace (``where="client"``).
+
+Campaign spec (``[kinds.dns_query]``)::
+
+    resolvers = ["testbed-isp", "testbed-public"]   # catalog names (docs/dns.md)
+    transports = ["do53", "dot", "doh", "doh3", "doq"]
+    policy = "reuse"              # fresh | reuse | resume
+    names = ["www.site1.test"]    # and/or names_file = "names.txt" (text or .har)
+    count = 3                     # rounds over the names per unit
+    timeout_s = 5.0               # resolv.conf default (004_9d5842b322ef90bc.txt §2)
+    attempts = 2                  # resolv.conf default (Do53/UDP)
+
+Targets are ``<resolver>/<transport>``; the runner shuffles the matrix order, and each unit
+shuffles its names with the unit seed (the WWW'20 practice of shuffled orders).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from vantage_agent import errors
+from vantage_agent.kind import RunContext, Unit, make_record, utcnow
+from vantage_agent.records import Envelope
+
+from . import catalog as catalog_mod
+from . import names as names_mod
+from . import registry, runner
+from ._common import QueryOptions
+from .policy import DEFAULT_IDLE_TIMEOUT_S, Policy
+
+
+class DnsQueryParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resolvers: list[str] = Field(default_factory=lambda: ["testbed-isp"], min_length=1)
+    transports: list[str] = Field(default_factory=lambda: ["do53", "dot", "doh", "doh3", "doq"], min_length=1)
+    policy: Literal["fresh", "reuse", "resume"] = "reuse"
+    idle_timeout_s: float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
+    names: list[str] = Field(default_factory=list)
+    names_file: str | None = None
+    qtype: str = "A"
+    count: int = Field(1, ge=1, le=10000)
+    timeout_s: float = Field(5.0, gt=0)
+    attempts: int = Field(2, ge=1, le=10)
+    doh_method: Literal["POST", "GET"] = "POST"
+
+    @field_validator("transports")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        for t in v:
+            registry.endpoint_key(t)  # raises with the known list
+        return v
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        return [names_mod.normalize(n) for n in v]
+
+    @model_validator(mode="after")
+    def _some_names(self) -> "DnsQueryParams":
+        if not self.names and not self.names_file:
+            raise ValueError("give names or names_file")
+        return self
+
+    def name_list(self, base_dir: Path | None = None) -> list[str]:
+        out = list(self.names)
+        if self.names_file:
+            p = Path(self.names_file)
+            if not p.is_absolute() and base_dir is not None:
+                p = base_dir / p
+            out += names_mod.from_file(p)
+        return list(dict.fromkeys(out))
+
+
+class _DnsQueryKind:
+    name = "dns_query"
+    params_model = DnsQueryParams
+    where = "client"
+
+    def targets(self, params: DnsQueryParams) -> list[str]:
+        return [f"{r}/{t}" for r in params.resolvers for t in params.transports]
+
+    def run(self, unit: Unit, ctx: RunContext) -> Iterable[Envelope]:
+        started = utcnow()
+        env = {"dns": runner.tool_versions()}
+        try:
+            params = DnsQueryParams.model_validate(unit.params)
+            resolver, _, transport = unit.target.partition("/")
+            cat = catalog_mod.Catalog.load(testbed=ctx.testbed if ctx.testbed else None)
+            endpoint = cat.endpoint(resolver, transport)
+            qnames = runner.plan(params.name_list(Path(ctx.extra.get("campaign_dir", "."))), params.count, seed=unit.seed)
+            policy = Policy(params.policy, params.idle_timeout_s)
+            options = QueryOptions(timeout_s=params.timeout_s, attempts=params.attempts, doh_method=params.doh_method)
+        except Exception as exc:  # noqa: BLE001 - a unit that cannot start is still a record
+            body = {"transport": "do53", "address": "0.0.0.0", "port": 53, "qname": ".", "policy": "fresh",
+                    "idle_timeout_s": DEFAULT_IDLE_TIMEOUT_S, "timeout_s": 5.0, "max_attempts": 1, "attempts": 1,
+                    "t_start": 0, "connection_reused": False, "wire_basis": "unavailable"}
+            yield make_record(unit, started_at=started, body=body, status=errors.SetupError.status,
+                              error=f"dns_query set-up failed for {unit.target!r}: {exc}", env=env)
+            return
+        rtt = runner.access_rtt_ms(ctx.testbed, unit.vantage.network_profile)
+        client = registry.client(transport, endpoint, policy, options)
+        try:
+            for i, qn in enumerate(qnames):
+                at = utcnow()
+                t = client.query(qn, params.qtype)
+                b = runner.body(t, endpoint=endpoint, policy=policy, options=options, sequence=i, access_rtt_ms=rtt)
+                yield make_record(unit, started_at=at, body=b, status=t.status, error=t.error, env=env)
+        finally:
+            client.close()
+
+
+KIND = _DnsQueryKind()

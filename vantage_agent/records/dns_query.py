@@ -1,0 +1,80 @@
+"""Body of ``dns_query`` records: one DNS query over one transport, with phase timestamps.
+
+Timestamps are CLOCK_MONOTONIC nanoseconds of the measuring process (comparable within one
+record, and between records of the same run and host; the envelope's ``started_at`` is the
+wall-clock anchor). Absent phases are null (Do53/UDP has no connection; a reused connection
+has no connect or handshake). Durations are derived in SQL (db/views/v_dns_query.sql).
+See docs/dns.md for the meaning of every field and how bytes/packets are counted.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .envelope import Frozen
+
+Transport = Literal["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
+
+
+class DnsQueryBody(Frozen):
+    resolver: str | None = Field(None, description="Catalog name of the resolver (cloudflare, testbed-isp, local, ...).")
+    transport: Transport
+    address: str = Field(description="Resolver address queried.")
+    port: int = Field(ge=1, le=65535)
+    tls_name: str | None = Field(None, description="TLS server name verified (DoT/DoH/DoH3/DoQ).")
+    url: str | None = Field(None, description="DoH/DoH3 URL.")
+    qname: str
+    qtype: str = "A"
+    sequence: int = Field(0, ge=0, description="Index of this query within its unit / CLI run.")
+    policy: Literal["fresh", "reuse", "resume"]
+    idle_timeout_s: float = Field(gt=0, description="Idle timeout of a reused connection.")
+    timeout_s: float = Field(gt=0, description="Query timeout (per attempt for Do53/UDP).")
+    max_attempts: int = Field(ge=1, description="Configured attempts (Do53/UDP retries; 1 elsewhere).")
+    attempts: int = Field(ge=1, description="Transmissions actually sent.")
+    t_start: int = Field(description="monotonic ns: query handed to the engine.")
+    t_connected: int | None = Field(None, description="monotonic ns: TCP connected / first QUIC datagram sent.")
+    t_tls_done: int | None = Field(None, description="monotonic ns: TLS or QUIC handshake completed.")
+    t_query_sent: int | None = Field(None, description="monotonic ns: query handed to the kernel (first transmission).")
+    t_response: int | None = Field(None, description="monotonic ns: complete response received.")
+    connection_reused: bool = Field(description="The query used an already open connection.")
+    resumed: bool | None = Field(None, description="New connection resumed a TLS session (PSK); null if no new TLS connection.")
+    early_data: bool | None = Field(None, description="Query sent (and accepted) as QUIC/TLS 0-RTT early data.")
+    tls_version: str | None = None
+    alpn: str | None = None
+    quic_version: str | None = None
+    http_version: str | None = Field(None, description="'2' or '3' for DoH/DoH3.")
+    http_method: Literal["GET", "POST"] | None = None
+    http_status: int | None = None
+    rcode: str | None = Field(None, description="DNS rcode text (NOERROR, NXDOMAIN, ...); null if no response.")
+    answers: list[str] = Field(default_factory=list, description="Answer RRs as presentation text.")
+    response_size: int | None = Field(None, ge=0, description="DNS response message size in bytes.")
+    wire_basis: Literal["tcp_info", "udp_count", "quic_count", "unavailable"] = Field(
+        description="How bytes/packets were obtained (docs/dns.md)."
+    )
+    handshake_bytes_sent: int | None = Field(None, ge=0)
+    handshake_bytes_received: int | None = Field(None, ge=0)
+    handshake_packets_sent: int | None = Field(None, ge=0)
+    handshake_packets_received: int | None = Field(None, ge=0)
+    query_bytes_sent: int | None = Field(None, ge=0)
+    query_bytes_received: int | None = Field(None, ge=0)
+    query_packets_sent: int | None = Field(None, ge=0)
+    query_packets_received: int | None = Field(None, ge=0)
+    access_rtt_ms: float | None = Field(
+        None, gt=0, description="Configured access-link RTT of the client (testbed), for RTT multiples."
+    )
+
+    @model_validator(mode="after")
+    def _phases(self) -> "DnsQueryBody":
+        for name in ("t_connected", "t_tls_done", "t_query_sent", "t_response"):
+            v = getattr(self, name)
+            if v is not None and v < self.t_start:
+                raise ValueError(f"{name} is before t_start")
+        if self.t_response is not None and self.t_query_sent is not None and self.t_response < self.t_query_sent:
+            raise ValueError("t_response is before t_query_sent")
+        if self.connection_reused and (self.t_connected is not None or self.t_tls_done is not None):
+            raise ValueError("a reused connection has no connect/handshake timestamps")
+        if self.attempts > self.max_attempts:
+            raise ValueError("attempts exceeds max_attempts")
+        return self
