@@ -175,7 +175,7 @@ def _store(conn: psycopg.Connection, rows: list[tuple[str, str]], bad: list[tupl
                         with cur.copy(_COPY_RESULTS) as copy:
                             copy.write("".join(new).encode())
                 _quarantine(cur, bad)
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DataError):
+    except (psycopg.errors.UniqueViolation, psycopg.DataError):
         _store_via_staging(conn, [line for _, line in rows], bad, stats)
         return
     stats.ingested += len(new)
@@ -213,16 +213,17 @@ def _store_via_staging(conn: psycopg.Connection, lines: list[str], bad: list[tup
             inserted = _move(conn, lines)
         stats.ingested += inserted
         stats.duplicates += len(lines) - inserted
-    except psycopg.errors.DataError:
+    except psycopg.DataError:
         # Python accepted a line that Postgres refuses (e.g. \u0000 in a string): store the
         # batch line by line so that only the offending lines are quarantined.
         for line in lines:
             try:
                 with conn.transaction():
                     inserted = _move(conn, [line])
-            except psycopg.errors.DataError as exc:
+            except psycopg.DataError as exc:
                 source, lineno = line.rstrip("\n").rsplit("\t", 2)[1:]
-                bad.append((source, int(lineno), f"rejected by the store: {str(exc).splitlines()[0]}", line))
+                raw = line.replace("\x00", "\\u0000")  # the COPY form of the line; NUL spelled out
+                bad.append((source, int(lineno), f"rejected by the store: {str(exc).splitlines()[0]}", raw))
                 continue
             stats.ingested += inserted
             stats.duplicates += 1 - inserted

@@ -145,3 +145,23 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
         assert c.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 120
     out = json.loads(r.stdout)
     assert out["ingested"] == n_valid - partial and out["ingested"] + out["duplicates"] == n_valid
+
+
+def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path):
+    good = (V1 / "ping.jsonl").read_text().splitlines()
+    obj = json.loads(good[0])
+    obj["id"] = str(uuid.uuid4())
+    obj["campaign"] = "nul\u0000byte"  # valid JSON and valid for pydantic, refused by Postgres text
+    f = tmp_path / "nul.jsonl"
+    f.write_text("\n".join([good[1], json.dumps(obj), good[2]]) + "\n")
+    stats = ingest([f], fresh_db)
+    assert stats.as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 1}
+    assert ":2: rejected by the store" in stats.reasons[0]
+
+
+def test_campaign_validate_cli_names_field(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[campaign]\nname = "x"\n[[vantages]]\nid = "v"\n[kinds.ping]\ntargets = []\n')
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "dnscamp"), "campaign", "validate", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"{bad}: kinds.ping.targets: List should have at least 1 item" in r.stderr
