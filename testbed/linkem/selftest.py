@@ -107,7 +107,10 @@ def h_sink(port: str, idle_s: str) -> None:
     s.settimeout(None)
     print("ready", flush=True)
     while True:
-        data = s.recv(2048)
+        try:
+            data = s.recv(2048)
+        except socket.timeout:
+            break
         seq = struct.unpack("!q", data[:8])[0]
         if seq == -2:  # end marker
             break
@@ -130,7 +133,10 @@ def h_blast(host: str, port: str, n: str, pps: str) -> None:
             time.sleep(d)
     time.sleep(1.0)
     for _ in range(20):  # the end marker may itself be lost
-        s.send(struct.pack("!q", -2))
+        try:
+            s.send(struct.pack("!q", -2))
+        except ConnectionRefusedError:  # the sink has gone (ICMP port unreachable)
+            break
         time.sleep(0.01)
     print(json.dumps({"sent": int(n)}))
 

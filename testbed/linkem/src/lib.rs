@@ -128,12 +128,21 @@ pub struct LinkConfig {
     /// Busy-wait this long (at most) before a departure instead of trusting the timer.
     #[serde(default = "default_spin_us")]
     pub spin_us: u64,
+    /// SCHED_FIFO priority of the data-path threads (0: normal scheduling). A busy machine
+    /// otherwise delays verdicts by tens of milliseconds; the threads sleep between packets
+    /// and busy-poll at most `spin_us`, so they cannot monopolise a core.
+    #[serde(default = "default_rt_priority")]
+    pub rt_priority: i32,
     pub a_to_b: DirectionConfig,
     pub b_to_a: DirectionConfig,
 }
 
 fn default_spin_us() -> u64 {
     150
+}
+
+fn default_rt_priority() -> i32 {
+    10
 }
 
 #[derive(Debug)]

@@ -83,6 +83,7 @@ struct DirStats {
     verdict_busy_ns: u64,
     /// Time spent busy-polling before departures.
     spin_busy_ns: u64,
+    realtime: bool,
 }
 
 impl DirStats {
@@ -117,6 +118,7 @@ impl DirStats {
             "held_max": self.held_max,
             "verdict_busy_ns": self.verdict_busy_ns,
             "spin_busy_ns": self.spin_busy_ns,
+            "sched_fifo": self.realtime,
             "kernel_queue_maxlen": self.kernel_queue_len,
         })
     }
@@ -226,23 +228,42 @@ impl Epoll {
         unsafe { libc::timerfd_settime(self.tfd, 0, &spec, std::ptr::null_mut()) };
     }
 
-    /// Wait for the socket or the timer; returns true if the timer fired.
-    fn wait(&self, timeout_ms: i32) -> bool {
+    /// Wait for the socket or the timer; returns (timer fired, socket readable).
+    fn wait(&self, timeout_ms: i32) -> (bool, bool) {
         let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
         let n = unsafe { libc::epoll_wait(self.ep, evs.as_mut_ptr(), 4, timeout_ms) };
         let mut fired = false;
+        let mut readable = n < 0; // EINTR: look at the socket anyway
         for ev in evs.iter().take(n.max(0) as usize) {
+            if ev.u64 == 1 {
+                readable = true;
+            }
             if ev.u64 == 2 {
                 let mut buf = [0u8; 8];
                 unsafe { libc::read(self.tfd, buf.as_mut_ptr() as *mut _, 8) };
                 fired = true;
             }
         }
-        fired
+        (fired, readable)
     }
 }
 
-fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex<DirStats>>, spin_max_ns: u64) {
+fn run_direction(
+    mut q: Queue,
+    sock: RawFd,
+    mut dir: Direction,
+    stats: Arc<Mutex<DirStats>>,
+    spin_max_ns: u64,
+    rt_priority: i32,
+) {
+    if rt_priority > 0 {
+        let param = libc::sched_param { sched_priority: rt_priority };
+        let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        stats.lock().unwrap().realtime = rc == 0;
+        if rc != 0 {
+            eprintln!("linkem: SCHED_FIFO {rt_priority} refused (error {rc}); normal scheduling");
+        }
+    }
     let ep = Epoll::new(sock);
     let mut heap: BinaryHeap<Held> = BinaryHeap::new();
     let mut seq: u64 = 0;
@@ -256,9 +277,11 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
     // the syscall): packets are released this much before their departure time.
     let mut verdict_ewma: f64 = 0.0;
     let mut spin_acc: u64 = 0;
+    let mut sock_ready = true;
     while !STOP.load(AO::Relaxed) {
-        // 1. take in everything that arrived
-        loop {
+        // 1. take in everything that arrived (the arrival time is the kernel's receive
+        //    timestamp, so a packet taken in late by a busy-poll still gets its true time)
+        while sock_ready {
             match q.recv() {
                 Ok(mut msg) => {
                     let (now, age) = arrival_ns(&msg, mono_ns());
@@ -289,11 +312,11 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
                         }
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => sock_ready = false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     stats.lock().unwrap().recv_errors += 1;
-                    break;
+                    sock_ready = false;
                 }
             }
         }
@@ -326,7 +349,7 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
                 if armed_for.take().is_some() {
                     ep.disarm();
                 }
-                ep.wait(100);
+                sock_ready = ep.wait(100).1;
             }
             Some(dep) => {
                 let comp = (verdict_ewma as u64).min(MAX_VERDICT_COMPENSATION_NS);
@@ -345,7 +368,9 @@ fn run_direction(mut q: Queue, sock: RawFd, mut dir: Direction, stats: Arc<Mutex
                     ep.arm_abs(target);
                     armed_for = Some(target);
                 }
-                if ep.wait(100) {
+                let (fired, readable) = ep.wait(100);
+                sock_ready = readable;
+                if fired {
                     let woke = mono_ns();
                     armed_for = None;
                     let over = woke.saturating_sub(target);
@@ -405,6 +430,7 @@ fn main() {
     }
 
     let spin_ns = cfg.spin_us * 1000;
+    let rt_prio = cfg.rt_priority;
     let mut stats = Vec::new();
     let mut threads = Vec::new();
     for (label, num, d) in [("a_to_b", cfg.queues.a_to_b, d_ab), ("b_to_a", cfg.queues.b_to_a, d_ba)] {
@@ -415,7 +441,7 @@ fn main() {
         threads.push(
             std::thread::Builder::new()
                 .name(format!("linkem-{label}"))
-                .spawn(move || run_direction(q, fd, d, st, spin_ns))
+                .spawn(move || run_direction(q, fd, d, st, spin_ns, rt_prio))
                 .unwrap(),
         );
     }
