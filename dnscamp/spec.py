@@ -114,8 +114,7 @@ def loads(text: str, source: str = "<spec>") -> CampaignSpec:
             params[name] = kind.params_model.model_validate(table)
         except ValidationError as exc:
             problems.extend(_fmt(source, ("kinds", name), exc))
-    if spec.profiles:
-        problems.extend(_check_profiles(source, spec.profiles))
+    problems.extend(_check_profiles(source, spec))
     if problems:
         raise SpecError(problems)
     spec._params = params
@@ -124,20 +123,32 @@ def loads(text: str, source: str = "<spec>") -> CampaignSpec:
     return spec
 
 
-def _check_profiles(source: str, profiles: dict[str, dict[str, Any]]) -> list[str]:
-    """Custom testbed profiles are validated by the testbed's own profile model."""
-    try:
-        from testbed import profiles as tb_profiles  # the testbed owns the profile schema
-    except ImportError:
+def _check_profiles(source: str, spec: CampaignSpec) -> list[str]:
+    """Testbed profiles: custom ones are validated by the testbed's own profile model, and
+    every profile a testbed vantage names must exist."""
+    if not any(v.provider == "testbed" for v in spec.vantages) and not spec.profiles:
         return []
+    from testbed.profiles import ProfileError, load_profiles, parse_profile  # the testbed owns the schema
+
     problems = []
-    for name, table in profiles.items():
+    for name, table in spec.profiles.items():
         try:
-            tb_profiles.Profile.model_validate({"name": name, **table})
-        except ValidationError as exc:
-            problems.extend(_fmt(source, ("profiles", name), exc))
-        except AttributeError:
-            break
+            parse_profile(name, table)
+        except ProfileError as exc:
+            problems.append(f"{source}: profiles.{name}: {exc}")
+    if problems:
+        return problems
+    known = load_profiles(spec.profiles)
+    for i, v in enumerate(spec.vantages):
+        if v.provider != "testbed":
+            continue
+        for j, p in enumerate(v.network_profiles):
+            if p is None:
+                problems.append(f"{source}: vantages.{i}.network_profiles: a testbed vantage needs network profiles")
+            elif p not in known:
+                problems.append(
+                    f"{source}: vantages.{i}.network_profiles.{j}: unknown profile {p!r} (known: {', '.join(sorted(known))})"
+                )
     return problems
 
 

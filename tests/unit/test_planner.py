@@ -73,3 +73,19 @@ def test_all_errors_reported_at_once():
     with pytest.raises(SpecError) as exc:
         loads(text, "s.toml")
     assert len(exc.value.lines) == 2
+
+
+def test_unknown_testbed_profile_is_named():
+    text = SPEC.format(seed=1).replace('["fiber", "4g"]', '["fiber", "carrier-pigeon"]')
+    with pytest.raises(SpecError) as exc:
+        loads(text, "s.toml")
+    assert any("vantages.0.network_profiles.1: unknown profile 'carrier-pigeon'" in l for l in exc.value.lines), exc.value.lines
+
+
+def test_custom_profile_in_spec_is_validated_and_usable():
+    ok = SPEC.format(seed=1).replace('["fiber", "4g"]', '["fiber", "sat"]') + '\n[profiles.sat]\nrtt_ms = 600\ndown_mbps = 50\nup_mbps = 5\n'
+    assert loads(ok).testbed_profiles() == ["fiber", "sat"]
+    bad = ok.replace("rtt_ms = 600", "rtt_ms = -1")
+    with pytest.raises(SpecError) as exc:
+        loads(bad, "s.toml")
+    assert any(l.startswith("s.toml: profiles.sat:") and "rtt_ms" in l for l in exc.value.lines), exc.value.lines
