@@ -13,6 +13,7 @@ KINDS: dict[str, str] = {
     "ping": "vantage_agent.ping:KIND",
     "dns_query": "vantage_agent.dns.kind:KIND",
     "page_load": "vantage_agent.pageload.kind:KIND",
+    "link_check": "testbed.check:KIND",
 }
 
 

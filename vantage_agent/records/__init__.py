@@ -20,6 +20,7 @@ BODIES: dict[str, type[BaseModel]] = {
     "ping": PingBody,
     "dns_query": DnsQueryBody,
     "page_load": PageLoadBody,
+    "link_check": __import__("vantage_agent.records.link_check", fromlist=["LinkCheckBody"]).LinkCheckBody,
 }
 
 
