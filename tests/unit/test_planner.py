@@ -83,7 +83,7 @@ def test_unknown_testbed_profile_is_named():
 
 
 def test_custom_profile_in_spec_is_validated_and_usable():
-    ok = SPEC.format(seed=1).replace('["fiber", "4g"]', '["fiber", "sat"]') + '\n[profiles.sat]\nrtt_ms = 600\ndown_mbps = 50\nup_mbps = 5\n'
+    ok = SPEC.format(seed=1).replace('["fiber", "4g"]', '["fiber", "sat"]') + '\n[profiles.sat]\nsource = "a GEO satellite link, for the test"\nrtt_ms = 600\ndown_mbps = 50\nup_mbps = 5\n'
     assert loads(ok).testbed_profiles() == ["fiber", "sat"]
     bad = ok.replace("rtt_ms = 600", "rtt_ms = -1")
     with pytest.raises(SpecError) as exc:
