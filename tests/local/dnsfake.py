@@ -77,7 +77,7 @@ def answer(wire: bytes) -> bytes | None:
     if first == "drop":
         return None
     if first == "malformed":
-        return b"\x12\x34garbage"
+        return wire[:2] + b"\x81\x80garbage"  # right id, QR set, undecodable rest
     r = dns.message.make_response(q)
     r.flags |= dns.flags.RA
     if first == "nx":

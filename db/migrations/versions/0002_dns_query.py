@@ -1,0 +1,22 @@
+"""DNS queries: the v_dns_query view over dns_query records (issue 5).
+
+Revision ID: 0002_dns_query
+Revises: 0001_foundation
+"""
+
+from alembic import op
+
+from db.views import apply_view, drop_view
+
+revision = "0002_dns_query"
+down_revision = "0001_foundation"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_view(op, "v_dns_query")
+
+
+def downgrade() -> None:
+    drop_view(op, "v_dns_query")
