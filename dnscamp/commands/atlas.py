@@ -78,9 +78,23 @@ def submit_command(
         if not typer.confirm(f"spend up to {p.credits_total} credits?", err=True):
             die("not submitted")
     try:
-        created = client.submit(p, k, server=server or s.server)
+        created = client.submit(p, k, server=server or s.api_server)
     except client.AtlasApiError as exc:
         die(f"submit failed: {exc}")
+    for c in created:  # ids first on stderr, so nothing is lost if the store is unreachable
+        sys.stderr.write(f"created {c['role']} msm_id {c['msm_ids'][0]}\n")
+    try:
+        import psycopg
+
+        from atlas.store import register_measurement
+        from db import engine, migrate
+
+        migrate.upgrade(engine.sqlalchemy_url("owner"))
+        with psycopg.connect(engine.database_url("owner")) as conn:
+            for c in created:
+                register_measurement(conn, c["msm_ids"][0], campaign=s.name, role=c["role"])
+    except Exception as exc:  # noqa: BLE001 - the measurements exist: say so, do not fail
+        sys.stderr.write(f"dnscamp: warning: measurements not registered in the store: {type(exc).__name__}\n")
     if as_json:
         typer.echo(json.dumps(created))
     else:
