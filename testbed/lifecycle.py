@@ -41,7 +41,7 @@ def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = 
             same_defs = all(defs.get(p.name) in (None, p.model_dump(mode="json")) for p in chosen)
             if {p.name for p in chosen} <= have and same_defs and topology.status(run_dir)["healthy"]:
                 log(f"testbed already up with {', '.join(sorted(have))}")
-                return describe()
+                return {**describe(), "started_now": False}
         res = topology.teardown(run_dir)
         if res["left"]:
             raise topology.TopologyError(f"cannot tear down the previous testbed: {'; '.join(res['problems'])}")
@@ -50,7 +50,7 @@ def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = 
         except BaseException:
             topology.teardown(run_dir)
             raise
-    return describe()
+    return {**describe(), "started_now": True}
 
 
 def down(log=lambda m: None) -> dict[str, Any]:

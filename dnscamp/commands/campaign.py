@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -53,11 +54,11 @@ def testbed_for(spec) -> dict | None:
     profiles = spec.testbed_profiles()
     if not profiles:
         return None
-    try:
-        from testbed import lifecycle
-    except ImportError:
-        die("this campaign has testbed vantages but the testbed is not installed (testbed/lifecycle.py)")
-    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles)
+    if os.geteuid() != 0:
+        die("this campaign has testbed vantages: the testbed needs root (network namespaces)")
+    from testbed import lifecycle
+
+    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles, log=lambda m: sys.stderr.write(f"testbed: {m}\n"))
 
 
 @app.command("run")
@@ -68,11 +69,27 @@ def run_cmd(
     ingest: bool = typer.Option(True, help="Ingest the run's records into the store afterwards."),
     show_report: bool = typer.Option(True, "--report/--no-report", help="Print the report afterwards."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    keep_testbed: bool = typer.Option(False, "--keep-testbed", help="Leave a testbed this run brought up running afterwards."),
 ) -> None:
     """Run (or resume) a campaign: units -> spool -> (ingest) -> (report)."""
     s = _load(spec)
     spool = spool or paths.spool_dir()
-    summary = runner.run(s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=lambda: testbed_for(s))
+    brought_up: list[dict] = []
+
+    def testbed_info():
+        d = testbed_for(s)
+        if d and d.get("started_now"):
+            brought_up.append(d)
+        return d
+
+    try:
+        summary = runner.run(s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=testbed_info)
+    finally:
+        if brought_up and not keep_testbed:  # leave the machine as we found it
+            from testbed import lifecycle
+
+            res = lifecycle.down()
+            sys.stderr.write(f"testbed: down ({len(res['removed'])} namespaces removed)\n")
     out = summary.as_json()
     if ingest:
         from collectors.ingest import ingest as do_ingest
