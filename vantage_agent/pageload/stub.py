@@ -179,7 +179,10 @@ class Stub:
             except OSError:
                 return
             t_in = time.perf_counter_ns()
-            self.pool.submit(self._udp_one, data, addr, t_in)
+            try:
+                self.pool.submit(self._udp_one, data, addr, t_in)
+            except RuntimeError:  # closing: the pool is shut down
+                return
 
     def _udp_one(self, data: bytes, addr: Any, t_in: int) -> None:
         out = self.handle(data, t_in)
@@ -204,7 +207,11 @@ class Stub:
                 c, _ = self.tcp.accept()
             except OSError:
                 return
-            self.pool.submit(self._tcp_conn, c)
+            try:
+                self.pool.submit(self._tcp_conn, c)
+            except RuntimeError:  # closing
+                c.close()
+                return
 
     def _tcp_conn(self, c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
