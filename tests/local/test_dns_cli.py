@@ -1,0 +1,140 @@
+"""`dnscamp dns` end to end against loopback servers (declared as a testbed resolver through
+$DNSCAMP_TESTBED_INFO), the dns_query kind, and the v_dns_query view over ingested records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.local import dnsfake
+from vantage_agent.records import parse_line
+
+pytestmark = pytest.mark.local
+TRANSPORTS = ["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    s = dnsfake.AllServers(tmp_path_factory.mktemp("dnsfake"))
+    yield s
+    s.close()
+
+
+def _testbed_info(servers) -> dict:
+    eps = {}
+    for t in ("do53", "dot", "doh", "doh3", "doq"):
+        ep = servers.endpoint(t)
+        eps[t] = {"address": ep.address, "port": ep.port, "tls_name": ep.tls_name, "url": ep.url}
+    return {"up": True, "resolvers": [{"name": "loopback-fake", "endpoints": eps}], "ca_file": servers.ca,
+            "clients": {"fiber": {"ns": "dc-client-fiber", "profile": {"up": {"delay_ms": 7.4}, "down": {"delay_ms": 7.4}}}}}
+
+
+@pytest.fixture()
+def env(servers, tmp_path):
+    info = tmp_path / "info.json"
+    info.write_text(json.dumps(_testbed_info(servers)))
+    e = dict(os.environ, DNSCAMP_TESTBED_INFO=str(info), DNSCAMP_SPOOL=str(tmp_path / "spool"))
+    return e
+
+
+def dns(env, *args):
+    return subprocess.run([sys.executable, "-m", "dnscamp.cli", "dns", *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_json_and_spool(env, tmp_path):
+    p = dns(env, "--resolver", "loopback-fake", "--transport", ",".join(TRANSPORTS), "--name", "a.example.test",
+            "--name", "nx.example.test", "--count", "3", "--policy", "reuse", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert list(out) == TRANSPORTS
+    for t, s in out.items():
+        assert s["n"] == 6 and s["ok"] == 6, (t, s)
+        assert 0 < s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"]
+        assert s["rtt_multiple_p50"] is None  # not in the testbed: no access RTT
+    files = sorted((tmp_path / "spool").rglob("*.jsonl"))
+    assert len(files) == len(TRANSPORTS)
+    recs = [parse_line(line) for f in files for line in f.read_text().splitlines()]
+    assert len(recs) == 6 * len(TRANSPORTS)
+    bodies = [b for _, b in recs]
+    assert {b.transport for b in bodies} == set(TRANSPORTS)
+    assert {b.rcode for b in bodies} == {"NOERROR", "NXDOMAIN"}
+    assert all(e.kind == "dns_query" and e.status == "ok" for e, _ in recs)
+
+
+def test_cli_table_counts_errors(env):
+    p = dns(env, "-r", "loopback-fake", "-t", "do53", "-n", "refused.example.test", "-n", "a.example.test")
+    assert p.returncode == 0, p.stderr
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("do53")][0]
+    assert line.split()[1:3] == ["2", "1"] and "refused 1" in line
+
+
+def test_cli_access_rtt_gives_rtt_multiple(env):
+    p = dns(env, "-r", "loopback-fake", "-t", "do53", "-n", "a.example.test", "--json", "--access-rtt-ms", "10")
+    s = json.loads(p.stdout)["do53"]
+    assert s["rtt_multiple_p50"] == pytest.approx(s["p50_ms"] / 10, rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["-r", "nosuch", "-t", "do53", "-n", "a.test"], "unknown resolver 'nosuch' (known: adguard, cloudflare, google"),
+        (["-r", "cloudflare", "-t", "doq", "-n", "a.test"], "offers no doq endpoint"),
+        (["-r", "loopback-fake", "-t", "dox", "-n", "a.test"], "unknown transport 'dox'"),
+        (["-r", "loopback-fake", "-t", "do53"], "--name"),
+        (["-r", "loopback-fake", "-t", "do53", "-n", "a.test", "--policy", "sometimes"], "unknown connection policy"),
+        (["-r", "loopback-fake", "-t", "do53", "--names", "/nonexistent/names.txt"], "/nonexistent/names.txt"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(env, args, needle):
+    p = dns(env, *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert needle in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_kind_runs_a_unit(servers):
+    from vantage_agent.dns.kind import KIND, DnsQueryParams
+    from vantage_agent.kind import RunContext, Unit
+    from vantage_agent.records import Vantage
+
+    params = DnsQueryParams(resolvers=["loopback-fake"], transports=["dot", "doq"], names=["a.example.test", "b.example.test"], count=2)
+    assert KIND.targets(params) == ["loopback-fake/dot", "loopback-fake/doq"]
+    unit = Unit(id="u1", campaign="c", run="r", kind="dns_query", vantage=Vantage(id="tb", provider="testbed", network_profile="fiber"),
+                target="loopback-fake/doq", repetition=0, params=params.model_dump(), seed=7)
+    ctx = RunContext(spool_dir=Path("/nonexistent"), artifacts_dir=Path("/nonexistent"), testbed=_testbed_info(servers))
+    recs = list(KIND.run(unit, ctx))
+    assert len(recs) == 4 and all(r.status == "ok" for r in recs)
+    assert [r.body["sequence"] for r in recs] == [0, 1, 2, 3]
+    assert recs[0].body["access_rtt_ms"] == pytest.approx(14.8)
+    assert recs[1].body["connection_reused"] is True
+    bad = Unit(**{**unit.__dict__, "target": "nosuch/doq"})
+    (rec,) = KIND.run(bad, ctx)
+    assert rec.status == "setup_error" and "nosuch" in rec.error
+
+
+def test_view_derives_durations(env, tmp_path, fresh_db):
+    from collectors.ingest import ingest
+
+    p = dns(env, "-r", "loopback-fake", "-t", "do53,dot,doq", "-n", "a.example.test", "-c", "2", "--policy", "reuse",
+            "--access-rtt-ms", "1")
+    assert p.returncode == 0, p.stderr
+    ingest([tmp_path / "spool"], fresh_db, workers=1)
+    with psycopg.connect(fresh_db) as c:
+        rows = c.execute(
+            "SELECT transport, connection_reused, connect_ms, handshake_ms, exchange_ms, total_ms, total_rtt_multiple,"
+            " total_bytes, total_packets, total_ip_bytes FROM v_dns_query ORDER BY transport, sequence"
+        ).fetchall()
+    assert len(rows) == 6
+    for tr, reused, conn, hs, exch, total, mult, b, pk, ipb in rows:
+        assert exch > 0 and total >= exch and mult == pytest.approx(total)
+        assert b > 0 and pk > 0 and ipb > b
+        if reused or tr == "do53":
+            assert conn is None and hs is None
+        else:
+            assert conn > 0 and hs > 0
