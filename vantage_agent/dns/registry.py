@@ -18,9 +18,8 @@ TRANSPORTS: dict[str, tuple[str, str]] = {
 }
 
 
-class UnknownTransport(KeyError):
-    def __str__(self) -> str:  # KeyError quotes its message otherwise
-        return str(self.args[0])
+class UnknownTransport(ValueError):
+    pass
 
 
 def names() -> list[str]:

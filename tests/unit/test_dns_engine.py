@@ -1,0 +1,242 @@
+"""Pure parts of the DNS engine: policy (fake clock), result type, body model, catalog,
+names, summaries, error translation, registry. No sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+
+import dns.message
+import pytest
+from pydantic import ValidationError
+
+from vantage_agent import errors
+from vantage_agent.dns import _common as c
+from vantage_agent.dns import catalog, names, registry, runner
+from vantage_agent.dns.kind import KIND, DnsQueryParams
+from vantage_agent.dns.policy import Policy
+from vantage_agent.dns.timing import DnsTiming, WireCount
+from vantage_agent.records import BODIES, parse_record
+from vantage_agent.records.dns_query import DnsQueryBody
+
+pytestmark = pytest.mark.unit
+S = 1_000_000_000
+
+
+# -- policy ------------------------------------------------------------------------------------
+def test_policy_idle_timeout_with_fake_clock():
+    p = Policy("reuse")
+    assert p.idle_timeout_s == 10.0  # Stubby default, 002 §3.1.2
+    assert p.may_reuse(0, 9 * S)
+    assert not p.may_reuse(0, 10 * S)
+    assert not p.may_reuse(None, 1)
+    assert not Policy("fresh").may_reuse(0, 1)
+    assert not Policy("resume").may_reuse(0, 1) and Policy("resume").resumes
+    assert Policy("reuse", 0.5).may_reuse(0, S // 4) and not Policy("reuse", 0.5).may_reuse(0, S)
+
+
+def test_policy_rejects_unknown():
+    with pytest.raises(ValueError, match="known: fresh, reuse, resume"):
+        Policy("sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Policy("reuse", 0)
+
+
+def test_query_options_defaults_are_resolv_conf():
+    o = c.QueryOptions()
+    assert (o.timeout_s, o.attempts, o.doh_method) == (5.0, 2, "POST")  # 004 §2; 002 §3.1.2
+    with pytest.raises(ValueError):
+        c.QueryOptions(attempts=0)
+
+
+# -- result type and body ------------------------------------------------------------------------
+def _timing(**kw):
+    base = dict(transport="dot", address="10.53.1.1", port=853, qname="a.test.", qtype="A", policy="fresh",
+                t_start=100, t_connected=200, t_tls_done=300, t_query_sent=310, t_response=400,
+                tls_version="TLSv1.3", alpn="dot", rcode="NOERROR", answers=("a.test. A 192.0.2.1",),
+                handshake=WireCount(500, 1500, 5, 4), query=WireCount(60, 80, 1, 1), wire_basis="tcp_info",
+                timeout_s=5.0)
+    base.update(kw)
+    return DnsTiming(**base)
+
+
+def test_timing_is_frozen_and_derives_durations():
+    t = _timing()
+    with pytest.raises(Exception):
+        t.t_start = 1  # type: ignore[misc]
+    assert t.exchange_ns() == 90 and t.total_ns() == 300 and t.ok
+    assert _timing(t_response=None).total_ns() is None
+    assert WireCount(1, 2, 3, 4) + WireCount(1, 1, 1, 1) - WireCount(2, 3, 4, 5) == WireCount(0, 0, 0, 0)
+
+
+def test_body_from_timing_validates_and_registers():
+    assert BODIES["dns_query"] is DnsQueryBody
+    ep = c.Endpoint("dot", "10.53.1.1", 853, tls_name="isp-resolver.test", resolver="testbed-isp")
+    b = runner.body(_timing(), endpoint=ep, policy=Policy("fresh"), options=c.QueryOptions(), sequence=3, access_rtt_ms=14.8)
+    assert b.handshake_bytes_received == 1500 and b.query_packets_sent == 1
+    assert b.max_attempts == 1 and b.tls_name == "isp-resolver.test" and b.url is None
+    rec = {"schema": "dnscamp.result/1", "kind": "dns_query", "id": "00000000-0000-4000-8000-000000000001",
+           "campaign": "c", "run": "r", "vantage": {"id": "v", "provider": "testbed"},
+           "started_at": "2026-01-01T00:00:00Z", "status": "ok", "body": b.model_dump(mode="json")}
+    _, body = parse_record(json.loads(json.dumps(rec)))
+    assert body == b
+
+
+@pytest.mark.parametrize(
+    "change,msg",
+    [
+        ({"t_response": 300, "t_query_sent": 310}, "before t_query_sent"),
+        ({"t_connected": 50}, "before t_start"),
+        ({"connection_reused": True}, "reused connection"),
+        ({"attempts": 3}, "max_attempts"),
+        ({"transport": "dnscrypt"}, "transport"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_body_rejects_inconsistent_phases(change, msg):
+    d = dict(transport="dot", address="a", port=853, qname="a.", policy="fresh", idle_timeout_s=10, timeout_s=5,
+             max_attempts=1, attempts=1, t_start=100, t_connected=200, t_tls_done=300, t_query_sent=310,
+             t_response=400, connection_reused=False, wire_basis="tcp_info")
+    d.update(change)
+    with pytest.raises(ValidationError, match=msg):
+        DnsQueryBody(**d)
+
+
+# -- DNS messages and error translation -----------------------------------------------------------
+def _resp(q, rcode=0, tc=False):
+    r = dns.message.make_response(q)
+    r.set_rcode(rcode)
+    if tc:
+        r.flags |= 0x0200
+    return r.to_wire()
+
+
+def test_parse_response_and_rcodes():
+    q = c.make_query("a.test.", "A", txid=0)
+    assert q.id == 0 and q.flags & 0x0100
+    p = c.parse_response(_resp(q, 3), q)
+    assert p.rcode == "NXDOMAIN" and c.rcode_error(p) is None  # NXDOMAIN is an answer
+    assert isinstance(c.rcode_error(c.parse_response(_resp(q, 5), q)), errors.Refused)
+    assert isinstance(c.rcode_error(c.parse_response(_resp(q, 2), q)), errors.Servfail)
+    assert c.parse_response(_resp(q, tc=True), q).truncated
+
+
+@pytest.mark.parametrize("wire", [b"", b"\x00\x00garbage", b"\x00" * 12])
+def test_malformed(wire):
+    q = c.make_query("a.test.", "A", txid=0)
+    with pytest.raises(errors.MalformedResponse):
+        c.parse_response(wire, q)
+
+
+def test_wrong_id_is_malformed():
+    q = c.make_query("a.test.", "A", txid=1)
+    other = c.make_query("a.test.", "A", txid=2)
+    with pytest.raises(errors.MalformedResponse, match="does not match"):
+        c.parse_response(_resp(other), q)
+
+
+def test_classify_translates_library_errors():
+    cert = ssl.SSLCertVerificationError(1, "x")
+    cert.verify_message = "unable to get local issuer certificate"
+    e = c.classify(cert, "tls_handshake")
+    assert e.status == "tls_error" and "unable to get local issuer certificate" in e.message
+    assert c.classify(socket.timeout(), "connect").status == "timeout"
+    assert c.classify(ConnectionRefusedError(), "connect").status == "connect_error"
+    assert c.classify(OSError(101, "Network is unreachable"), "connect").status == "unreachable"
+    assert c.classify(errors.Servfail("x"), "q").status == "servfail"
+    assert c.classify(RuntimeError("boom"), "q").status == "other"
+
+
+# -- registry, catalog, names ---------------------------------------------------------------------------
+def test_registry_has_every_transport_with_one_signature():
+    assert registry.names() == ["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
+    for t in registry.names():
+        cls = registry.client_class(t)
+        assert cls.transport == t and callable(cls.query) and callable(cls.close)
+    with pytest.raises(registry.UnknownTransport, match="known: do53"):
+        registry.client_class("dnscrypt")
+
+
+def test_catalog_public_resolvers_with_sources():
+    cat = catalog.Catalog.load(testbed=False)
+    for name in ("cloudflare", "google", "quad9"):
+        r = cat.resolver(name)
+        assert r.sources and {"do53", "dot", "doh"} <= set(r.endpoints)
+        assert r.endpoint("doh").url.startswith("https://")
+    assert cat.endpoint("quad9", "doq").port == 853
+    assert cat.endpoint("google", "do53-tcp").port == 53
+    with pytest.raises(catalog.CatalogError, match=r"unknown resolver 'x' \(known: adguard, cloudflare, google"):
+        cat.resolver("x")
+    with pytest.raises(catalog.CatalogError, match="offers no doq endpoint"):
+        cat.endpoint("cloudflare", "doq")
+
+
+def test_catalog_resolv_conf_and_testbed(tmp_path):
+    rc = tmp_path / "resolv.conf"
+    rc.write_text("# comment\nsearch example\nnameserver 192.0.2.53\nnameserver 192.0.2.54\noptions timeout:5\n")
+    info = {"resolvers": [{"name": "testbed-isp", "endpoints": {
+        "do53": {"address": "10.53.1.1", "port": 53},
+        "dot": {"address": "10.53.1.1", "port": 853, "tls_name": "isp-resolver.test"},
+        "doh": {"url": "https://isp-resolver.test/dns-query", "address": "10.53.1.1", "port": 443, "tls_name": "isp-resolver.test"}}}],
+        "ca_file": "/tb/ca.pem"}
+    cat = catalog.Catalog.load(testbed=info, resolv_conf=rc)
+    assert cat.endpoint("local", "do53").address == "192.0.2.53"
+    ep = cat.endpoint("testbed-isp", "doh")
+    assert ep.ca_file == "/tb/ca.pem" and ep.resolver == "testbed-isp"
+    with pytest.raises(catalog.CatalogError, match="needs a url"):
+        catalog.testbed_resolvers({"resolvers": [{"name": "b", "endpoints": {"doh": {"address": "1.2.3.4"}}}]})
+
+
+def test_names_from_text_and_har(tmp_path):
+    f = tmp_path / "n.txt"
+    f.write_text("# top sites\nExample.com\nexample.com.\n\nwww.site1.test  # comment\n")
+    assert names.from_file(f) == ["example.com.", "www.site1.test."]
+    har = {"log": {"entries": [{"request": {"url": u}} for u in (
+        "https://www.site1.test/", "https://cdn.site1.test/a.js", "https://www.site1.test/b.css",
+        "http://10.80.0.1/x", "https://cdn.site1.test:8443/c")]}}
+    h = tmp_path / "p.har"
+    h.write_text(json.dumps(har))
+    assert names.from_file(h) == ["www.site1.test.", "cdn.site1.test."]
+    with pytest.raises(names.NamesError, match="not a HAR"):
+        names.from_har({"x": 1})
+    with pytest.raises(names.NamesError, match="not a DNS name"):
+        names.normalize("a" * 64 + ".test")
+
+
+def test_plan_shuffles_reproducibly():
+    a = runner.plan(["a.", "b.", "c.", "d."], 3, seed=1)
+    assert a == runner.plan(["a.", "b.", "c.", "d."], 3, seed=1) and len(a) == 12
+    assert sorted(a[:4]) == ["a.", "b.", "c.", "d."]
+    assert runner.plan(["a.", "b."], 2) == ["a.", "b.", "a.", "b."]
+
+
+def test_summary_percentiles_and_rtt_multiple():
+    ts = [_timing(t_start=0, t_response=ms * 1_000_000, t_query_sent=0, t_connected=None, t_tls_done=None) for ms in (10, 20, 30, 40, 50)]
+    ts.append(_timing(status="timeout", error="timed out", t_response=None))
+    s = runner.summarize(ts, access_rtt_ms=10.0)
+    assert (s.n, s.ok, s.p50_ms, s.rtt_multiple_p50) == (6, 5, 30.0, 3.0)
+    assert s.p90_ms == pytest.approx(46.0) and s.errors == {"timeout": 1}
+    j = runner.summarize([], None).to_json()
+    assert j["n"] == 0 and j["p50_ms"] is None
+
+
+def test_access_rtt_from_testbed_info():
+    info = {"clients": {"fiber": {"ns": "dc-client-fiber", "profile": {"up": {"delay_ms": 7.4}, "down": {"delay_ms": 7.4}}},
+                        "none": {"profile": {"up": {"delay_ms": 0}, "down": {"delay_ms": 0}}}}}
+    assert runner.access_rtt_ms(info, "fiber") == pytest.approx(14.8)
+    assert runner.access_rtt_ms(info, "none") is None
+    assert runner.access_rtt_ms(info, "4g") is None and runner.access_rtt_ms(None, "fiber") is None
+
+
+def test_kind_params():
+    assert KIND.name == "dns_query" and KIND.where == "client"
+    p = DnsQueryParams(names=["www.site1.test"])
+    assert p.names == ["www.site1.test."] and p.policy == "reuse" and p.timeout_s == 5.0 and p.attempts == 2
+    assert len(KIND.targets(p)) == 5
+    with pytest.raises(ValidationError, match="unknown transport"):
+        DnsQueryParams(names=["a.test"], transports=["dox"])
+    with pytest.raises(ValidationError, match="names"):
+        DnsQueryParams()
+    with pytest.raises(ValidationError):
+        DnsQueryParams(names=["a.test"], colour="red")
