@@ -52,13 +52,16 @@ fn arrival_ns(msg: &nfq::Message, now: u64) -> (u64, Option<i64>) {
 }
 
 /// Target fraction of timer wake-ups that come after the departure time.
-const LATE_WAKE_FRACTION: f64 = 0.2;
+const LATE_WAKE_FRACTION: f64 = 0.45;
 const ADVANCE_STEP_NS: f64 = 4_000.0;
 /// Below this, busy-poll rather than arm the timer.
 const MIN_SLEEP_NS: u64 = 20_000;
 
-/// Kernel timestamps older than this are not trusted (clock step, or a sender's own stamp).
-const MAX_INGRESS_AGE_NS: i64 = 5_000_000;
+/// Kernel timestamps older than this are not trusted (clock step, or a sender's own stamp on
+/// another clock). Packets can wait in the socket up to the next departure (lazy intake).
+const MAX_INGRESS_AGE_NS: i64 = 10_000_000_000;
+/// Packets taken in per pass before departures are checked again.
+const INTAKE_BATCH: usize = 16;
 /// Release a packet early by (at most) this much, to centre on the time the verdict is done.
 const MAX_VERDICT_COMPENSATION_NS: u64 = 60_000;
 
@@ -195,14 +198,26 @@ struct Epoll {
 }
 
 impl Epoll {
-    fn new(sock: RawFd) -> Epoll {
+    fn new(sock: RawFd, _with_sock: bool) -> Epoll {
+        let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if tfd < 0 {
+            die("timerfd".into());
+        }
+        Epoll::build(&[(sock, 1u64), (tfd, 2u64)], tfd)
+    }
+
+    /// A second epoll set that watches only the timer of `other`.
+    fn with_timer_of(other: &Epoll) -> Epoll {
+        Epoll::build(&[(other.tfd, 2u64)], other.tfd)
+    }
+
+    fn build(fds: &[(RawFd, u64)], tfd: RawFd) -> Epoll {
         unsafe {
             let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-            let tfd = libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
-            if ep < 0 || tfd < 0 {
-                die("epoll/timerfd".into());
+            if ep < 0 {
+                die("epoll".into());
             }
-            for (fd, tag) in [(sock, 1u64), (tfd, 2u64)] {
+            for &(fd, tag) in fds {
                 let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: tag };
                 if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
                     die("epoll_ctl".into());
@@ -264,7 +279,14 @@ fn run_direction(
             eprintln!("linkem: SCHED_FIFO {rt_priority} refused (error {rc}); normal scheduling");
         }
     }
-    let ep = Epoll::new(sock);
+    let ep = Epoll::new(sock, true);
+    // Lazy intake: while packets are held in FIFO mode, a new arrival can never leave before
+    // the held head, so the thread sleeps on the timer alone and takes arrivals in when it
+    // wakes for a departure (one wake-up per packet instead of two). This needs the kernel's
+    // receive timestamps (arrival time must not depend on when we read the packet).
+    let ep_timer = Epoll::with_timer_of(&ep);
+    let fifo = !dir.config().reorder;
+    let mut stamped = false; // the last packet carried a plausible kernel timestamp
     let mut heap: BinaryHeap<Held> = BinaryHeap::new();
     let mut seq: u64 = 0;
     // How early the timer is armed before a departure. Tracked as a quantile of the timer's
@@ -279,48 +301,7 @@ fn run_direction(
     let mut spin_acc: u64 = 0;
     let mut sock_ready = true;
     while !STOP.load(AO::Relaxed) {
-        // 1. take in everything that arrived (the arrival time is the kernel's receive
-        //    timestamp, so a packet taken in late by a busy-poll still gets its true time)
-        while sock_ready {
-            match q.recv() {
-                Ok(mut msg) => {
-                    let (now, age) = arrival_ns(&msg, mono_ns());
-                    let len = msg.get_original_len() as u32;
-                    let outcome = dir.schedule(now, len);
-                    let mut st = stats.lock().unwrap();
-                    if let Some(age) = age {
-                        st.ingress_delay.record(age);
-                    }
-                    st.packets += 1;
-                    st.bytes += len as u64;
-                    match outcome {
-                        Outcome::Drop(cause) => {
-                            match cause {
-                                DropCause::Loss => st.drops_loss += 1,
-                                DropCause::Queue => st.drops_queue += 1,
-                            }
-                            drop(st);
-                            msg.set_verdict(Verdict::Drop);
-                            if q.verdict(msg).is_err() {
-                                stats.lock().unwrap().verdict_errors += 1;
-                            }
-                        }
-                        Outcome::Departure(dep) => {
-                            seq += 1;
-                            heap.push(Held { dep, seq, msg });
-                            st.held_max = st.held_max.max(heap.len() as u64);
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => sock_ready = false,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    stats.lock().unwrap().recv_errors += 1;
-                    sock_ready = false;
-                }
-            }
-        }
-        // 2. release everything that is due
+        // 1. release everything that is due
         let mut now = mono_ns();
         let comp = (verdict_ewma as u64).min(MAX_VERDICT_COMPENSATION_NS);
         while heap.peek().is_some_and(|h| h.dep <= now + comp) {
@@ -343,7 +324,58 @@ fn run_direction(
             }
             now = after;
         }
+        // 2. take in what arrived, a bounded batch at a time so that departures stay on time
+        if sock_ready {
+            let mut n = 0;
+            while n < INTAKE_BATCH {
+                match q.recv() {
+                    Ok(mut msg) => {
+                        n += 1;
+                        let (arr, age) = arrival_ns(&msg, mono_ns());
+                        stamped = age.is_some();
+                        let len = msg.get_original_len() as u32;
+                        let outcome = dir.schedule(arr, len);
+                        let mut st = stats.lock().unwrap();
+                        if let Some(age) = age {
+                            st.ingress_delay.record(age);
+                        }
+                        st.packets += 1;
+                        st.bytes += len as u64;
+                        match outcome {
+                            Outcome::Drop(cause) => {
+                                match cause {
+                                    DropCause::Loss => st.drops_loss += 1,
+                                    DropCause::Queue => st.drops_queue += 1,
+                                }
+                                drop(st);
+                                msg.set_verdict(Verdict::Drop);
+                                if q.verdict(msg).is_err() {
+                                    stats.lock().unwrap().verdict_errors += 1;
+                                }
+                            }
+                            Outcome::Departure(dep) => {
+                                seq += 1;
+                                heap.push(Held { dep, seq, msg });
+                                st.held_max = st.held_max.max(heap.len() as u64);
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        if e.kind() != std::io::ErrorKind::WouldBlock {
+                            stats.lock().unwrap().recv_errors += 1;
+                        }
+                        sock_ready = false;
+                        break;
+                    }
+                }
+            }
+            if n > 0 {
+                continue; // re-check departures before taking in more
+            }
+        }
         // 3. wait: busy-poll when the next departure is close, else sleep on the timer
+        now = mono_ns();
         match heap.peek().map(|h| h.dep) {
             None => {
                 if armed_for.take().is_some() {
@@ -355,6 +387,11 @@ fn run_direction(
                 let comp = (verdict_ewma as u64).min(MAX_VERDICT_COMPENSATION_NS);
                 let dep = dep.saturating_sub(comp);
                 if dep.saturating_sub(now) <= (advance_ns as u64).max(MIN_SLEEP_NS) {
+                    // arrivals meanwhile keep their kernel timestamps; without them, keep
+                    // taking them in while polling
+                    if !(fifo && stamped) {
+                        sock_ready = true;
+                    }
                     std::hint::spin_loop();
                     spin_acc += mono_ns() - now;
                     if spin_acc > 1_000_000 {
@@ -368,8 +405,10 @@ fn run_direction(
                     ep.arm_abs(target);
                     armed_for = Some(target);
                 }
-                let (fired, readable) = ep.wait(100);
-                sock_ready = readable;
+                let lazy = fifo && stamped;
+                let (fired, readable) = if lazy { ep_timer.wait(100) } else { ep.wait(100) };
+                // lazily: look at the socket at every wake-up (it costs one recv)
+                sock_ready = readable || lazy;
                 if fired {
                     let woke = mono_ns();
                     armed_for = None;
