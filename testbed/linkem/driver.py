@@ -335,17 +335,12 @@ class Link:
                         if self._ns(["iptables", "-w", "-D", *spec], check=False).returncode != 0:
                             break
             self._rules_installed = False
-        if self._qdiscs_installed:
+        if self._qdiscs_installed or self.backend == "netem":
             if ns_ok:
                 for dev in (self.if_a, self.if_b):
                     self._ns(["tc", "qdisc", "del", "dev", dev, "root"], check=False)
             self._qdiscs_installed = False
-        pid = self._pid
-        if pid is None and self.pid_path.exists():
-            try:
-                pid = int(self.pid_path.read_text().strip())
-            except ValueError:
-                pid = None
+        pid = self._pid if self._pid is not None else self._pid_from_file()
         if pid is not None and self._is_our_process(pid):
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -371,16 +366,27 @@ class Link:
         self.pid_path.unlink(missing_ok=True)
         self.ready_path.unlink(missing_ok=True)
 
+    def _pid_from_file(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     def alive(self) -> bool:
+        """True while the emulation is in place (works from a fresh Link object too)."""
         if self.backend == "netem":
-            return self._qdiscs_installed and self._ns_exists()
+            if not self._ns_exists():
+                return False
+            p = self._ns(["tc", "qdisc", "show", "dev", self.if_b], check=False)
+            return " netem " in f" {p.stdout} "
         if self._proc is not None:
             return self._proc.poll() is None
-        return self._pid is not None and self._is_our_process(self._pid)
+        pid = self._pid if self._pid is not None else self._pid_from_file()
+        return pid is not None and self._is_our_process(pid)
 
     @property
     def pid(self) -> int | None:
-        return self._pid
+        return self._pid if self._pid is not None else self._pid_from_file()
 
     def stats(self) -> dict:
         """The emulator's latest stats (nfqueue: linkem's stats file; netem: ``tc -s`` counters)."""
