@@ -597,30 +597,35 @@ def _tool_version(argv: list[str]) -> str | None:
 
 
 def print_table(results: list[dict[str, Any]], console) -> None:
+    """Configured versus measured, one column per profile."""
     from rich.table import Table
-
-    t = Table(title="testbed link check: configured vs measured", show_lines=False)
-    for col in ("profile", "backend", "RTT conf / exp (ms)", "RTT p5 / p50 / p95 (ms)", "err (ms)",
-                "loss up conf / meas", "loss down conf / meas", "up Mbit/s exp / meas", "down Mbit/s exp / meas",
-                "QUIC", "lateness p99 (ms)", "pass"):
-        t.add_column(col)
 
     def f(x, fmt="{:.3f}"):
         return "-" if x is None else fmt.format(x)
 
+    t = Table(title="testbed link check: configured vs measured")
+    t.add_column("")
     for r in results:
-        b = r["summary"]
-        lu, ld = b.get("loss_up") or {}, b.get("loss_down") or {}
-        t.add_row(
-            b["profile"], b["backend"], f"{f(b['rtt_ms_configured'])} / {f(b['rtt_ms_expected'])}",
-            f"{f(b['rtt_ms_p5'])} / {f(b['rtt_ms_p50'])} / {f(b['rtt_ms_p95'])}", f(b["rtt_error_ms"], "{:+.3f}"),
-            f"{f(lu.get('configured'), '{:.2%}')} / {f(lu.get('measured'), '{:.2%}')}",
-            f"{f(ld.get('configured'), '{:.2%}')} / {f(ld.get('measured'), '{:.2%}')}",
-            f"{f(b['up_mbps_expected'], '{:.2f}')} / {f(b['up_mbps_measured'], '{:.2f}')}",
-            f"{f(b['down_mbps_expected'], '{:.2f}')} / {f(b['down_mbps_measured'], '{:.2f}')}",
-            "ok" if b["quic_handshake_ok"] else "FAIL", f(b["lateness_p99_ms"]),
-            "[green]yes[/green]" if b["passed"] else "[red]NO[/red]",
-        )
+        t.add_column(r["summary"]["profile"], justify="right")
+    rows: list[tuple[str, Callable[[dict], str]]] = [
+        ("backend", lambda b: b["backend"]),
+        ("RTT configured / expected (ms)", lambda b: f"{f(b['rtt_ms_configured'])} / {f(b['rtt_ms_expected'])}"),
+        ("RTT p5 / p50 / p95 (ms)", lambda b: f"{f(b['rtt_ms_p5'])} / {f(b['rtt_ms_p50'])} / {f(b['rtt_ms_p95'])}"),
+        ("median RTT error (ms)", lambda b: f(b["rtt_error_ms"], "{:+.3f}")),
+        ("loss up: configured / measured", lambda b: f"{f((b.get('loss_up') or {}).get('configured'), '{:.2%}')} / "
+                                                     f"{f((b.get('loss_up') or {}).get('measured'), '{:.2%}')}"),
+        ("loss down: configured / measured", lambda b: f"{f((b.get('loss_down') or {}).get('configured'), '{:.2%}')} / "
+                                                       f"{f((b.get('loss_down') or {}).get('measured'), '{:.2%}')}"),
+        ("up Mbit/s: rate / expected / measured", lambda b: f"{f(b['up_mbps_configured'], '{:.1f}')} / "
+                                                            f"{f(b['up_mbps_expected'], '{:.2f}')} / {f(b['up_mbps_measured'], '{:.2f}')}"),
+        ("down Mbit/s: rate / expected / measured", lambda b: f"{f(b['down_mbps_configured'], '{:.1f}')} / "
+                                                              f"{f(b['down_mbps_expected'], '{:.2f}')} / {f(b['down_mbps_measured'], '{:.2f}')}"),
+        ("QUIC handshake (ms)", lambda b: (f(b["quic_handshake_ms"], "{:.1f}") if b["quic_handshake_ok"] else "FAIL")),
+        ("emulator lateness p50 / p99 (ms)", lambda b: f"{f(b['lateness_p50_ms'])} / {f(b['lateness_p99_ms'])}"),
+        ("targets met", lambda b: "[green]yes[/green]" if b["passed"] else "[red]NO[/red]"),
+    ]
+    for label, fn in rows:
+        t.add_row(label, *[fn(r["summary"]) for r in results])
     console.print(t)
     for r in results:
         for fl in r["summary"]["failures"]:

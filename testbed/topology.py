@@ -705,3 +705,63 @@ def status(run_dir: Path) -> dict[str, Any]:
     out["problems"] = problems
     out["healthy"] = bool(st) and out["up"] and not problems
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# session lease: a test session (tests/testbed/conftest.py) holds the island for its duration
+# --------------------------------------------------------------------------------------------
+
+SESSION_LOCK = LOCK_DIR / "dnscamp-testbed-session.lock"
+
+
+def session_holder() -> str | None:
+    """The owner token of the test session holding the island, or None if nobody holds it."""
+    try:
+        fd = os.open(SESSION_LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return (Path(SESSION_LOCK).read_text().strip() or "?")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_not_leased() -> None:
+    """Raise TopologyError if another test session holds the island."""
+    holder = session_holder()
+    if holder is not None and holder.split()[0] != owner_token():
+        raise TopologyError(f"the testbed is in use by test session {holder} ({SESSION_LOCK}); wait for it to end")
+
+
+@contextmanager
+def session_lease(token: str, timeout: float = 1800.0, log=lambda m: None) -> Iterator[None]:
+    """Hold the island for a test session (exclusive flock on SESSION_LOCK, waits up to ``timeout``)."""
+    fd = os.open(SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout
+        warned = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not warned:
+                    log(f"waiting for the testbed lease held by {session_holder()}")
+                    warned = True
+                if time.monotonic() > deadline:
+                    raise TopologyError(f"testbed lease {SESSION_LOCK} still held by {session_holder()} after {timeout:.0f}s")
+                time.sleep(1.0)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{token} pid={os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        os.close(fd)

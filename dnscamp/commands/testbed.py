@@ -56,6 +56,7 @@ def up(
         die(f"--profiles: {exc}")
     run_dir = _run_dir()
     try:
+        topology.check_not_leased()
         with topology.ops_lock():
             st = topology.read_state(run_dir)
             if st and topology.is_up(run_dir):
@@ -91,6 +92,7 @@ def down(as_json: bool = typer.Option(False, "--json", help="Print what was remo
 
     _need_root()
     try:
+        topology.check_not_leased()
         with topology.ops_lock():
             res = topology.teardown(_run_dir())
     except topology.TopologyError as exc:
