@@ -417,6 +417,18 @@ def _iperf(client_ns: str, server_ns: str, addr: str, port: int, seconds: float,
             pass
 
 
+def _cpu_s(run_dir: Path, link_name: str) -> tuple[float | None, float]:
+    """(CPU seconds used so far by the link's linkem process, monotonic now)."""
+    now = time.monotonic()
+    try:
+        pid = int((Path(run_dir) / "links" / f"{link_name}.pid").read_text().strip())
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks / os.sysconf("SC_CLK_TCK"), now
+    except (OSError, ValueError, IndexError):
+        return None, now
+
+
 def _lateness(stats: dict | None) -> dict[str, float | None]:
     out: dict[str, float | None] = {"p50": None, "p99": None, "max": None}
     for d in ((stats or {}).get("directions") or {}).values():
@@ -457,6 +469,7 @@ def check_profile(island, run_dir: Path, profile: str, probes: int = 500, loss_p
     drain_s = max(1.0, (3 * (rtt_expected + 4 * jitter)) / 1e3)
     up_pps, down_pps = stream_pps(up_rate), stream_pps(down_rate)
     up_mbps = down_mbps = None
+    cpu_up = cpu_down = None
     try:
         sup.stop(name)
         sup.start(name, topology.plan.ISP_NS,
@@ -476,12 +489,19 @@ def check_profile(island, run_dir: Path, profile: str, probes: int = 500, loss_p
         else:
             probe = json.loads(p.stdout.strip().splitlines()[-1])
         log(f"[{profile}] TCP goodput up then down ({goodput_seconds:.0f} s each after 2 s warm-up)")
+        cpu0 = _cpu_s(run_dir, spec.name)
         up_mbps, err = _iperf(client_ns, topology.plan.ISP_NS, server_addr, iperf_port, goodput_seconds, False, work)
+        cpu1 = _cpu_s(run_dir, spec.name)
         if err:
             failures.append(f"goodput up: {err}")
         down_mbps, err = _iperf(client_ns, topology.plan.ISP_NS, server_addr, iperf_port, goodput_seconds, True, work)
+        cpu2 = _cpu_s(run_dir, spec.name)
         if err:
             failures.append(f"goodput down: {err}")
+        # emulator CPU while a TCP flow saturates the link (share of one core, whole iperf3 run)
+        if None not in cpu0 and None not in cpu1 and None not in cpu2:
+            cpu_up = 100 * (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1])
+            cpu_down = 100 * (cpu2[0] - cpu1[0]) / (cpu2[1] - cpu1[1])
     except Exception as exc:  # a setup failure is reported in the record
         failures.append(f"{type(exc).__name__}: {exc}"[:400])
     finally:
@@ -553,6 +573,7 @@ def check_profile(island, run_dir: Path, profile: str, probes: int = 500, loss_p
         "down_mbps_configured": down_rate, "down_mbps_expected": _r(dn_exp), "down_mbps_measured": _r(down_mbps),
         "down_pass": dn_pass,
         "quic_handshake_ok": quic.get("ok"), "quic_handshake_ms": _r(quic.get("ms")), "quic_error": quic.get("error"),
+        "emulator_cpu_pct_up": _r(cpu_up, 2), "emulator_cpu_pct_down": _r(cpu_down, 2),
         "lateness_p50_ms": _r(lat["p50"]), "lateness_p99_ms": _r(lat["p99"]), "lateness_max_ms": _r(lat["max"]),
         "passed": passed, "failures": failures if (failures or measured_all) else ["not every phase ran"],
         "duration_s": round(time.monotonic() - t_start, 2),
@@ -621,6 +642,8 @@ def print_table(results: list[dict[str, Any]], console) -> None:
         ("down Mbit/s: rate / expected / measured", lambda b: f"{f(b['down_mbps_configured'], '{:.1f}')} / "
                                                               f"{f(b['down_mbps_expected'], '{:.2f}')} / {f(b['down_mbps_measured'], '{:.2f}')}"),
         ("QUIC handshake (ms)", lambda b: (f(b["quic_handshake_ms"], "{:.1f}") if b["quic_handshake_ok"] else "FAIL")),
+        ("emulator CPU during TCP up / down (% core)", lambda b: f"{f(b.get('emulator_cpu_pct_up'), '{:.1f}')} / "
+                                                               f"{f(b.get('emulator_cpu_pct_down'), '{:.1f}')}"),
         ("emulator lateness p50 / p99 (ms)", lambda b: f"{f(b['lateness_p50_ms'])} / {f(b['lateness_p99_ms'])}"),
         ("targets met", lambda b: "[green]yes[/green]" if b["passed"] else "[red]NO[/red]"),
     ]

@@ -44,8 +44,7 @@ def up(
     no_services: bool = typer.Option(False, "--no-services", help="Network only: do not call testbed.services.start_all."),
     as_json: bool = typer.Option(False, "--json", help="Print the testbed description (as `info --json`)."),
 ) -> None:
-    """Build the island: one dc-client-<profile> per profile behind its access link, dc-isp,
-    dc-core, server namespaces; then start the servers. Already up with the same profiles: no-op."""
+    """Build the island: one dc-client-<profile> per profile behind its access link, dc-isp, dc-core, server namespaces; then start the servers. Already up with the same profiles: no-op."""
     from testbed import topology
     from testbed.profiles import ProfileError, select
 
@@ -86,8 +85,7 @@ def up(
 
 @app.command("down")
 def down(as_json: bool = typer.Option(False, "--json", help="Print what was removed as JSON.")) -> None:
-    """Remove the island: supervised servers, link emulators, every dc- namespace (and the
-    processes in them). Idempotent; works after a killed `up` without a state file."""
+    """Remove the island: supervised servers, link emulators, every dc- namespace (and the processes in them). Idempotent; works after a killed `up` without a state file."""
     from testbed import topology
 
     _need_root()
@@ -108,8 +106,7 @@ def down(as_json: bool = typer.Option(False, "--json", help="Print what was remo
 
 @app.command("status")
 def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable status on stdout.")) -> None:
-    """Nodes, links (alive, with linkem stats), backend and supervised processes. Exit 1 if the
-    testbed is not up or something recorded is missing or dead."""
+    """Nodes, links (alive, with linkem stats), backend and supervised processes. Exit 1 if the testbed is not up or something recorded is missing or dead."""
     from rich.console import Console
     from rich.table import Table
 
@@ -147,8 +144,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
 
 @app.command("info")
 def info(as_json: bool = typer.Option(True, "--json/--text", help="JSON (default) or a short text summary.")) -> None:
-    """The running testbed's description: clients and their addresses, service addresses,
-    nodes, links (what kinds and other tools read; no root needed)."""
+    """The running testbed's description: clients and their addresses, service addresses, nodes, links (what kinds and other tools read; no root needed)."""
     from testbed import topology
 
     d = topology.info(_run_dir())
@@ -199,9 +195,7 @@ def check(
     goodput_seconds: float = typer.Option(4.0, "--goodput-seconds", min=1.0, help="Measured seconds per TCP goodput direction (after 2 s of warm-up)."),
     no_spool: bool = typer.Option(False, "--no-spool", help="Do not write link_check records to the spool."),
 ) -> None:
-    """The fidelity self-test: per client profile, across exactly its access link (client <->
-    dc-isp), UDP round trips (p5/p50/p95), loss per direction, TCP goodput up and down and a
-    QUIC handshake; configured versus measured, written as link_check records."""
+    """The fidelity self-test: per client profile, across exactly its access link (client <-> dc-isp), UDP round trips (p5/p50/p95), loss per direction, TCP goodput up and down and a QUIC handshake; configured versus measured, written as link_check records."""
     from rich.console import Console
 
     from testbed import check as chk

@@ -67,6 +67,8 @@ class LinkCheckBody(Frozen):
     quic_handshake_ms: float | None = None
     quic_error: str | None = None
 
+    emulator_cpu_pct_up: float | None = Field(None, description="linkem CPU (% of one core) during the uplink TCP run.")
+    emulator_cpu_pct_down: float | None = Field(None, description="linkem CPU (% of one core) during the downlink TCP run.")
     lateness_p50_ms: float | None = Field(None, description="Emulator lateness (departure - schedule), worst direction.")
     lateness_p99_ms: float | None = None
     lateness_max_ms: float | None = None
