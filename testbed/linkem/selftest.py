@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -44,6 +45,7 @@ TCP_PAYLOAD = 1448  # MSS with TCP timestamps at MTU 1500
 ECHO_PORT = 7007
 SINK_PORT = 7008
 TCP_PORT = 7009
+PROBE_RT_PRIORITY = 5
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,6 +98,54 @@ def h_rtt(host: str, port: str, n: str, interval_ms: str) -> None:
         i, t0 = struct.unpack("!qq", data[:16])
         if i >= 0:
             rtts[i] = (now - t0) / 1e6
+    print(json.dumps({"sent": n_i, "rtts_ms": [rtts[i] for i in sorted(rtts)]}))
+
+
+def _icmp_checksum(b: bytes) -> int:
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+
+
+def h_icmp(host: str, n: str, interval_ms: str) -> None:
+    """ICMP echo (the kernel of the far end answers: no server wake-up in the RTT)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    ident = os.getpid() & 0xFFFF
+    n_i, gap = int(n), float(interval_ms) / 1000
+    rtts: dict[int, float] = {}
+    sent: dict[int, int] = {}
+
+    def sender() -> None:
+        nxt = time.monotonic()
+        for seq in range(n_i):
+            body = struct.pack("!q", seq) + b"linkem"
+            hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq & 0xFFFF)
+            pkt = struct.pack("!BBHHH", 8, 0, _icmp_checksum(hdr + body), ident, seq & 0xFFFF) + body
+            sent[seq] = time.perf_counter_ns()
+            s.sendto(pkt, (host, 0))
+            nxt += gap
+            d = nxt - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    s.settimeout(3.0)
+    while len(rtts) < n_i:
+        try:
+            data = s.recv(2048)
+        except socket.timeout:
+            break
+        now = time.perf_counter_ns()
+        ihl = (data[0] & 0x0F) * 4
+        typ, _, _, rid, _ = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+        if typ == 0 and rid == ident:
+            seq = struct.unpack("!q", data[ihl + 8:ihl + 16])[0]
+            if seq in sent:
+                rtts[seq] = (now - sent[seq]) / 1e6
     print(json.dumps({"sent": n_i, "rtts_ms": [rtts[i] for i in sorted(rtts)]}))
 
 
@@ -185,7 +235,7 @@ def h_tcp_source(host: str, port: str, seconds: str) -> None:
     print(json.dumps({"sent": sent}))
 
 
-HELPERS = {"echo": h_echo, "rtt": h_rtt, "sink": h_sink, "blast": h_blast,
+HELPERS = {"echo": h_echo, "rtt": h_rtt, "icmp": h_icmp, "sink": h_sink, "blast": h_blast,
            "tcp-sink": h_tcp_sink, "tcp-source": h_tcp_source}
 
 
@@ -229,15 +279,18 @@ class Topo:
         self.ns(self.b, "ip", "route", "add", "default", "via", "10.201.2.254")
         self.ns(self.r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 
-    def spawn(self, ns: str, helper: str, *args: str) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()),
+    def spawn(self, ns: str, helper: str, *args: str, rt: bool = False) -> subprocess.Popen:
+        # rt: run the probe endpoints SCHED_FIFO (below linkem's priority) so that their own
+        # wake-up delay on a busy machine does not pollute the RTT figures
+        prefix = ["chrt", "-f", str(PROBE_RT_PRIORITY)] if rt and shutil.which("chrt") else []
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *prefix, sys.executable, str(Path(__file__).resolve()),
                               "--helper", helper, *map(str, args)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p
 
-    def run(self, ns: str, helper: str, *args: str, timeout: float = 300) -> dict:
-        p = self.spawn(ns, helper, *args)
+    def run(self, ns: str, helper: str, *args: str, timeout: float = 300, rt: bool = False) -> dict:
+        p = self.spawn(ns, helper, *args, rt=rt)
         out, err = p.communicate(timeout=timeout)
         if p.returncode != 0:
             raise RuntimeError(f"helper {helper} failed: {err.strip()[-500:]}")
@@ -302,15 +355,16 @@ class Run:
     def rtt(self, rtt_ms: float, probes: int, interval_ms: float) -> dict:
         half = rtt_ms / 2
         cfg = {"delay_ms": half}
-        echo = self.t.spawn(self.t.b, "echo", ECHO_PORT)
+        echo = self.t.spawn(self.t.b, "echo", ECHO_PORT, rt=True)
         try:
             time.sleep(0.2)
-            base = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, max(50, probes // 4), 5)
+            base = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, max(50, probes // 4), 5, rt=True)
+            icmp_base = self.ping(max(50, probes // 4))
             lk = self.link(cfg, cfg)
             lk.start()
             try:
-                res = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, probes, interval_ms)
-                st = lk.stats() if lk.backend == "nfqueue" else None
+                res = self.t.run(self.t.a, "rtt", self.t.ip_b, ECHO_PORT, probes, interval_ms, rt=True)
+                icmp = self.ping(probes)
                 time.sleep(1.1)
                 st = lk.stats()
             finally:
@@ -330,10 +384,17 @@ class Run:
             "median_error_minus_baseline_ms": round(pct(r, 0.5) - rtt_ms - pct(base["rtts_ms"], 0.5), 4),
             "backend": lk.backend,
         }
+        out["icmp"] = {"p5_ms": round(pct(icmp, 0.05), 4), "p50_ms": round(pct(icmp, 0.5), 4),
+                       "p95_ms": round(pct(icmp, 0.95), 4), "median_error_ms": round(pct(icmp, 0.5) - rtt_ms, 4),
+                       "baseline_p50_ms": round(pct(icmp_base, 0.5), 4), "replies": len(icmp)}
         out["pass"] = abs(out["median_error_ms"]) <= 0.2 and len(r) == probes
         if lk.backend == "nfqueue":
             out["lateness_ns"] = {k: v["lateness_ns"] for k, v in st["directions"].items()}
         return out
+
+    def ping(self, n: int) -> list[float]:
+        """ICMP echo RTTs (ms; the kernel of b answers) from a to b, 20 ms apart."""
+        return self.t.run(self.t.a, "icmp", self.t.ip_b, n, 20, rt=True)["rtts_ms"]
 
     def loss(self, p: float, n: int, pps: float) -> dict:
         lk = self.link({"delay_ms": 5.0, "loss": {"model": "random", "p": p}, "seed": int(time.time())},
