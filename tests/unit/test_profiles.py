@@ -116,3 +116,22 @@ def test_select_order_dedup_and_unknown():
 def test_profile_model_roundtrip():
     p = load_profiles()["lossy-4g"]
     assert Profile.model_validate(p.model_dump(mode="json")) == p
+
+
+def test_profiles_translate_to_netem_commands():
+    """The netem backend's commands for every profile (unit-tested even where the kernel has no
+    sch_netem): delay per direction, uplink-only loss for the WWW'20 profiles, rate + framing."""
+    from testbed.linkem.driver import netem_argv
+
+    ps = load_profiles()
+    up, down = ps["fiber"].link_config()
+    a = netem_argv("to-isp", up)
+    assert a[:7] == ["tc", "qdisc", "replace", "dev", "to-isp", "root", "netem"]
+    assert a[a.index("delay") + 1] == "7400us" and a[a.index("rate") + 1] == "109100kbit"
+    up, down = ps["3g"].link_config()
+    a, b = netem_argv("to-isp", up), netem_argv("to-c", down)
+    assert a[a.index("delay") + 1:a.index("delay") + 3] == ["150000us", "8000us"]
+    assert a[a.index("loss") + 1:a.index("loss") + 3] == ["random", "2.1%"]
+    assert "loss" not in b and "delay" not in b and b[b.index("rate") + 1] == "1000kbit"
+    up, down = ps["none"].link_config()
+    assert netem_argv("to-isp", up)[7:] == ["limit", "1000"]
