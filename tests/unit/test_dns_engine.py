@@ -8,6 +8,8 @@ import socket
 import ssl
 
 import dns.message
+import dns.rdatatype
+import dns.rrset
 import pytest
 from pydantic import ValidationError
 
@@ -104,8 +106,10 @@ def test_body_rejects_inconsistent_phases(change, msg):
 
 
 # -- DNS messages and error translation -----------------------------------------------------------
-def _resp(q, rcode=0, tc=False):
-    r = dns.message.make_response(q)
+def _resp(q, rcode=0, tc=False, answers=()):
+    r = dns.message.make_response(dns.message.from_wire(q.to_wire()))
+    for a in answers:
+        r.answer.append(dns.rrset.from_text(*a))
     r.set_rcode(rcode)
     if tc:
         r.flags |= 0x0200
@@ -114,12 +118,38 @@ def _resp(q, rcode=0, tc=False):
 
 def test_parse_response_and_rcodes():
     q = c.make_query("a.test.", "A", txid=0)
-    assert q.id == 0 and q.flags & 0x0100
+    assert q.id == 0 and q.to_wire()[2:4] == b"\x01\x00"  # RD
     p = c.parse_response(_resp(q, 3), q)
     assert p.rcode == "NXDOMAIN" and c.rcode_error(p) is None  # NXDOMAIN is an answer
     assert isinstance(c.rcode_error(c.parse_response(_resp(q, 5), q)), errors.Refused)
     assert isinstance(c.rcode_error(c.parse_response(_resp(q, 2), q)), errors.Servfail)
     assert c.parse_response(_resp(q, tc=True), q).truncated
+
+
+def test_query_wire_matches_dnspython():
+    q = c.make_query("Www.Example.test.", "AAAA", txid=0x1234, edns_payload=1232)
+    ref = dns.message.make_query("Www.Example.test.", "AAAA", use_edns=0, payload=1232)
+    ref.id = 0x1234
+    assert q.to_wire() == ref.to_wire()
+
+
+@pytest.mark.parametrize("answers", [
+    (("a.test.", 60, "IN", "A", "192.0.2.1", "192.0.2.2"),),
+    (("a.test.", 60, "IN", "CNAME", "b.test."), ("b.test.", 60, "IN", "AAAA", "2001:db8::1")),
+    (("a.test.", 60, "IN", "TXT", '"hello world"'),),  # slow path
+    (("a.test.", 60, "IN", "MX", "10 mx.a.test."),),  # slow path
+])
+def test_fast_and_slow_parse_agree(answers):
+    q = c.make_query("a.test.", "A", txid=7)
+    wire = _resp(q, answers=answers)
+    got = c.parse_response(wire, q)
+    r = dns.message.from_wire(wire)
+    ref = tuple(f"{rr.name} {dns.rdatatype.to_text(rr.rdtype)} {rd.to_text()}" for rr in r.answer for rd in rr)
+    assert got.answers == ref and got.rcode == "NOERROR"
+    with pytest.raises(errors.MalformedResponse):
+        c.parse_response(wire + b"junk", q)
+    with pytest.raises(errors.MalformedResponse):
+        c.parse_response(wire[:-3], q)
 
 
 @pytest.mark.parametrize("wire", [b"", b"\x00\x00garbage", b"\x00" * 12])

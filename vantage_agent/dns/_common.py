@@ -5,6 +5,8 @@ boundary (STYLE.md §7)."""
 from __future__ import annotations
 
 import errno
+import os
+import re
 import socket
 import ssl
 import struct
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dns.exception
+import dns.ipv6
 import dns.message
+import dns.name
 import dns.rcode
 import dns.rdatatype
 
@@ -55,12 +59,44 @@ class QueryOptions:
             raise ValueError("doh_method must be POST or GET")
 
 
-def make_query(qname: str, qtype: str, *, txid: int | None = None, edns_payload: int = 1232) -> dns.message.Message:
-    q = dns.message.make_query(qname, qtype, use_edns=0, payload=edns_payload)
-    q.flags |= 0x0100  # RD
-    if txid is not None:
-        q.id = txid
-    return q
+_QTYPES: dict[str, int] = {}
+_RCODES = {i: dns.rcode.to_text(i) for i in range(16)}
+
+
+def _qtype_num(qtype: str) -> int:
+    n = _QTYPES.get(qtype)
+    if n is None:
+        n = _QTYPES[qtype] = int(dns.rdatatype.from_text(qtype))
+    return n
+
+
+class Query:
+    """A DNS query in wire format: RD set, one question, an EDNS(0) OPT record (what
+    ``dns.message.make_query(qname, qtype, use_edns=0)`` builds, without its per-call cost)."""
+
+    __slots__ = ("id", "qname", "qtype", "qname_wire", "wire")
+
+    def __init__(self, qname: str, qtype: str, txid: int, edns_payload: int):
+        self.id = txid
+        self.qname = qname if qname.endswith(".") else qname + "."
+        self.qtype = qtype
+        labels = [lb.encode("idna") if not lb.isascii() else lb.encode() for lb in self.qname[:-1].split(".")] if self.qname != "." else []
+        self.qname_wire = b"".join(bytes([len(lb)]) + lb for lb in labels) + b"\x00"
+        self.wire = (
+            struct.pack("!HHHHHH", txid, 0x0100, 1, 0, 0, 1)
+            + self.qname_wire
+            + struct.pack("!HH", _qtype_num(qtype), 1)
+            + b"\x00" + struct.pack("!HHIH", 41, edns_payload, 0, 0)
+        )
+
+    def to_wire(self) -> bytes:
+        return self.wire
+
+
+def make_query(qname: str, qtype: str, *, txid: int | None = None, edns_payload: int = 1232) -> Query:
+    if txid is None:
+        txid = int.from_bytes(os.urandom(2), "big")
+    return Query(qname, qtype, txid, edns_payload)
 
 
 @dataclass(frozen=True)
@@ -71,8 +107,96 @@ class Parsed:
     truncated: bool
 
 
-def parse_response(wire: bytes, query: dns.message.Message, *, check_id: bool = True) -> Parsed:
-    """Parse a DNS response; raise MalformedResponse if it is not one (or not for ``query``)."""
+class _Slow(Exception):
+    pass
+
+
+_SIMPLE_LABEL = re.compile(rb"^[A-Za-z0-9_-]{1,63}$")
+
+
+def _name(wire: bytes, off: int) -> tuple[str, int]:
+    """A domain name at ``off`` (with compression) as text; raises _Slow on anything unusual."""
+    labels: list[str] = []
+    end = None
+    hops = 0
+    while True:
+        n = wire[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0 == 0xC0:
+            if end is None:
+                end = off + 2
+            off = ((n & 0x3F) << 8) | wire[off + 1]
+            hops += 1
+            if hops > 32:
+                raise _Slow
+            continue
+        if n & 0xC0:
+            raise _Slow
+        lb = wire[off + 1 : off + 1 + n]
+        if len(lb) != n or not _SIMPLE_LABEL.match(lb):
+            raise _Slow
+        labels.append(lb.decode())
+        off += 1 + n
+    return (".".join(labels) + "."), (end if end is not None else off)
+
+
+def _fast_parse(wire: bytes, query: Query, check_id: bool) -> Parsed:
+    """Header, question and answer section for the common record types; _Slow otherwise."""
+    if len(wire) < 12:
+        raise _Slow
+    txid, flags, qd, an, _ns, _ar = struct.unpack_from("!HHHHHH", wire, 0)
+    if not flags & 0x8000 or (check_id and txid != query.id) or qd != 1 or (flags & 0x7800):
+        raise _Slow
+    off = 12
+    qn = wire[off : off + len(query.qname_wire)]
+    if qn.lower() != query.qname_wire.lower():
+        raise _Slow
+    off += len(query.qname_wire) + 4
+    answers = []
+    for _ in range(an):
+        name, off = _name(wire, off)
+        rtype, _rclass, _ttl, rdlen = struct.unpack_from("!HHIH", wire, off)
+        off += 10
+        rd = wire[off : off + rdlen]
+        if len(rd) != rdlen:
+            raise _Slow
+        if rtype == 1 and rdlen == 4:
+            text = "%d.%d.%d.%d" % tuple(rd)
+            tname = "A"
+        elif rtype == 28 and rdlen == 16:
+            text = dns.ipv6.inet_ntoa(rd)
+            tname = "AAAA"
+        elif rtype in (5, 2, 12):
+            text, end = _name(wire, off)
+            if end != off + rdlen:
+                raise _Slow
+            tname = {5: "CNAME", 2: "NS", 12: "PTR"}[rtype]
+        else:
+            raise _Slow
+        off += rdlen
+        answers.append(f"{name} {tname} {text}")
+    for _ in range(_ns + _ar):  # walk (not decode) the other sections: structure must hold
+        _, off = _name(wire, off)
+        (rdlen,) = struct.unpack_from("!H", wire, off + 8)
+        off += 10 + rdlen
+    if off != len(wire):
+        raise _Slow  # truncated or trailing bytes: let dnspython judge
+    rcode = flags & 0x000F
+    return Parsed(rcode=_RCODES[rcode], answers=tuple(answers), size=len(wire), truncated=bool(flags & 0x0200))
+
+
+def parse_response(wire: bytes, query: Query, *, check_id: bool = True) -> Parsed:
+    """Parse a DNS response; raise MalformedResponse if it is not one (or not for ``query``).
+
+    A fast path reads the header, question and A/AAAA/CNAME/NS/PTR answers directly (the
+    bulk of the engine's per-query CPU otherwise goes into dnspython); anything else, and
+    every error, goes through ``dns.message.from_wire``."""
+    try:
+        return _fast_parse(wire, query, check_id)
+    except (_Slow, IndexError, struct.error):
+        pass
     try:
         r = dns.message.from_wire(wire, ignore_trailing=False, one_rr_per_rrset=False)
     except (dns.exception.DNSException, ValueError, struct.error, IndexError) as exc:
@@ -81,7 +205,7 @@ def parse_response(wire: bytes, query: dns.message.Message, *, check_id: bool = 
         raise errors.MalformedResponse("DNS message is not a response (QR=0)")
     if check_id and r.id != query.id:
         raise errors.MalformedResponse(f"response id {r.id} does not match query id {query.id}")
-    if r.question and query.question and r.question[0].name != query.question[0].name:
+    if r.question and r.question[0].name != dns.name.from_text(query.qname):
         raise errors.MalformedResponse(f"response question {r.question[0].name} does not match the query")
     answers: list[str] = []
     for rrset in r.answer:

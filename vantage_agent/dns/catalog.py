@@ -85,11 +85,30 @@ def resolv_conf_resolver(path: Path = Path("/etc/resolv.conf")) -> Resolver | No
     return None
 
 
+def _resolver_entries(info: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The resolver list and CA file of a testbed description: ``resolvers`` (a list, or a
+    mapping key -> entry) at the top level or under ``services``; if the description has none
+    but the island is up, the servers' own plan (testbed.services: frontends.endpoints)."""
+    for src in (info, info.get("services"), info.get("description")):
+        if isinstance(src, dict) and src.get("resolvers"):
+            r = src["resolvers"]
+            entries = list(r.values()) if isinstance(r, dict) else list(r)
+            return entries, src.get("ca_file") or info.get("ca_file")
+    if info.get("up"):
+        try:
+            from testbed.services import ca, frontends, resolvers
+
+            return [frontends.endpoints(r) for r in resolvers.RESOLVERS], str(ca.ca_file())
+        except Exception:  # noqa: BLE001 - no servers module: no testbed resolvers
+            return [], None
+    return [], None
+
+
 def testbed_resolvers(info: dict[str, Any]) -> dict[str, Resolver]:
     """Resolvers of ``dnscamp testbed info --json``: {"resolvers": [{"name", "endpoints": {...}}], "ca_file"}."""
-    ca = info.get("ca_file")
+    entries, ca = _resolver_entries(info)
     out: dict[str, Resolver] = {}
-    for r in info.get("resolvers", []) or []:
+    for r in entries:
         name = r.get("name")
         if not name:
             raise CatalogError("testbed info: a resolver without a name")
