@@ -15,7 +15,7 @@ from vantage_agent.dns.policy import Policy
 
 pytestmark = pytest.mark.local
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from dns_coredns import COREDNS, LocalCoreDNS  # noqa: E402
+from _dns_coredns import COREDNS, LocalCoreDNS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
