@@ -32,7 +32,8 @@ import psycopg
 
 from vantage_agent.records import RecordError, parse_line
 
-BATCH_LINES = 20_000
+BATCH_BYTES = 8 << 20  # ~10,000-20,000 records per transaction
+READ_BYTES = 256 << 10
 
 
 @dataclass
@@ -75,10 +76,8 @@ def _is_result_file(p: Path) -> bool:
     return (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.gz")) and not p.name.startswith(".")
 
 
-def _open_lines(path: Path) -> Iterator[bytes]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        yield from f
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
 COLUMNS = (
@@ -98,13 +97,17 @@ def _copy_text(value: str | None) -> str:
     return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _parse_chunk(chunk: tuple[str, int, list[bytes], str | None]) -> tuple[list[tuple[str, str]], list[tuple]]:
-    """Worker: validate lines; return ([(record id, COPY line)], quarantine rows).
+def _parse_chunk(chunk: tuple[str, int, bytes, str | None]) -> tuple[list[str], bytes, list[tuple]]:
+    """Worker: validate lines; return (record ids, their COPY lines as one block, quarantine rows).
 
     pydantic validates; orjson re-encodes ``env`` and ``body`` for the jsonb columns (several
     times cheaper than dumping the models), so the per-record cost is about one validation."""
-    source, first, lines, corrupt = chunk
-    rows: list[tuple[str, str]] = []
+    source, first, block, corrupt = chunk
+    lines = block.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    ids: list[str] = []
+    out: list[str] = []
     bad: list[tuple[str, int, str, str]] = []
     src = _copy_text(source)
     for i, raw in enumerate(lines):
@@ -125,32 +128,46 @@ def _parse_chunk(chunk: tuple[str, int, list[bytes], str | None]) -> tuple[list[
             v.network_profile, env.started_at.isoformat(), env.status, env.error,
             orjson.dumps(obj.get("env") or {}).decode(), orjson.dumps(obj["body"]).decode(),
         )  # fmt: skip
-        rows.append((rid, "\t".join(map(_copy_text, cols)) + f"\t{src}\t{lineno}\n"))
+        ids.append(rid)
+        out.append("\t".join(map(_copy_text, cols)) + f"\t{src}\t{lineno}\n")
     if corrupt:
         # The file broke off here (truncated/corrupt gzip): what was read is kept above.
         bad.append((source, first + len(lines), f"corrupt file: {corrupt}", ""))
-    return rows, bad
+    return ids, "".join(out).encode(), bad
 
 
-def _chunks(files: list[Path]) -> Iterator[tuple[str, int, list[bytes], str | None]]:
+def _chunks(files: list[Path]) -> Iterator[tuple[str, int, bytes, str | None]]:
+    """(file, number of its first line, a block of whole lines, corruption) per batch.
+
+    Blocks of about BATCH_BYTES, cut at a newline: the main process only reads and counts
+    newlines (in C); workers split and parse."""
     for path in files:
         source = str(path.resolve())
-        buf: list[bytes] = []
         first = 1
-        n = 0
+        rest = b""
         try:
-            for n, raw in enumerate(_open_lines(path), start=1):
-                if not buf:
-                    first = n
-                buf.append(raw)
-                if len(buf) >= BATCH_LINES:
-                    yield source, first, buf, None
-                    buf = []
+            with _open(path) as f:
+                while True:
+                    # Small reads: a truncated gzip raises on the read that hits the break, and
+                    # everything decompressed before it must still be ingested.
+                    piece = f.read(READ_BYTES)
+                    if not piece:
+                        break
+                    rest += piece
+                    if len(rest) < BATCH_BYTES:
+                        continue
+                    cut = rest.rfind(b"\n") + 1
+                    if cut == 0:
+                        continue
+                    block, rest = rest[:cut], rest[cut:]
+                    yield source, first, block, None
+                    first += block.count(b"\n")
         except (OSError, EOFError, zlib.error) as exc:
-            yield source, (first if buf else n + 1), buf, f"{type(exc).__name__}: {exc}"
+            cut = rest.rfind(b"\n") + 1  # whole lines read before the break are kept
+            yield source, first, rest[:cut], f"{type(exc).__name__}: {exc}"
             continue
-        if buf:
-            yield source, first, buf, None
+        if rest:
+            yield source, first, rest, None  # last line without a newline
 
 
 _STAGING = "CREATE TEMP TABLE IF NOT EXISTS ingest_staging (LIKE results INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
@@ -162,15 +179,16 @@ _MOVE = (
 )
 
 
-def _store(conn: psycopg.Connection, rows: list[tuple[str, str]], bad: list[tuple], stats: IngestStats) -> None:
+def _store(conn: psycopg.Connection, ids: list[str], block: bytes, bad: list[tuple], stats: IngestStats) -> None:
     """Store one batch in one transaction.
 
     Fast path: drop the ids already stored (one index probe for the batch) and COPY the rest
     straight into ``results``. If that collides with a concurrent ingest, or Postgres refuses
     a value, the batch is redone through a staging table with ON CONFLICT DO NOTHING, line by
     line where needed."""
+    lines = block.decode().splitlines(keepends=True)
     uniq: dict[str, str] = {}
-    for rid, line in rows:
+    for rid, line in zip(ids, lines):
         uniq.setdefault(rid, line)
     try:
         with conn.transaction():
@@ -185,10 +203,10 @@ def _store(conn: psycopg.Connection, rows: list[tuple[str, str]], bad: list[tupl
                             copy.write("".join(new).encode())
                 _quarantine(cur, bad)
     except (psycopg.errors.UniqueViolation, psycopg.DataError):
-        _store_via_staging(conn, [line for _, line in rows], bad, stats)
+        _store_via_staging(conn, lines, bad, stats)
         return
     stats.ingested += len(new)
-    stats.duplicates += len(rows) - len(new)
+    stats.duplicates += len(ids) - len(new)
     _count_bad(bad, stats)
 
 
@@ -264,6 +282,6 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
                 _store(conn, *_parse_chunk(chunk), stats)
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                for rows, bad in _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2):
-                    _store(conn, rows, bad, stats)
+                for ids, block, bad in _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2):
+                    _store(conn, ids, block, bad, stats)
     return stats
