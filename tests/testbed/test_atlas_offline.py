@@ -47,3 +47,25 @@ def test_offline_pipeline_recovers_the_ground_truth(fresh_db, tmp_path):
             assert not res.is_error and not res.is_malformed
     log = (Path(tmp_path) / "auth-queries.jsonl").read_text().splitlines()
     assert {json.loads(x)["src"] for x in log} == {p.egress for p in tb.plan_probes(6, 7)}
+
+
+def test_atlas_kind_yields_one_valid_record(fresh_db, tmp_path, monkeypatch):
+    from atlas.kind import KIND
+    from dnscamp import kinds
+    from vantage_agent.kind import RunContext, Unit
+    from vantage_agent.records import Vantage, parse_record
+
+    assert kinds.get("atlas") is KIND and KIND.where == "host"
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    unit = Unit(id="u1", campaign="default", run="r1", kind="atlas", vantage=Vantage(id="testbed", provider="testbed"),
+                target="offline", repetition=0, params={"probes": 3, "seed": 2}, seed=1)
+    ctx = RunContext(spool_dir=tmp_path / "spool", artifacts_dir=tmp_path / "art")
+    (rec,) = list(KIND.run(unit, ctx))
+    env, body = parse_record(json.loads(rec.to_json()))
+    assert env.status == "ok", env.error
+    assert body.probes == 3 and body.discovery_correct == 3 and body.atlas_campaign == "default/r1"
+    assert body.errors_ms["rtt_direct"]["n"] == 3
+    assert _mine() == []
+    bad = Unit(**{**unit.__dict__, "params": {"probes": 0}})
+    (rec,) = list(KIND.run(bad, ctx))
+    assert rec.status != "ok" and rec.error

@@ -21,6 +21,7 @@ BODIES: dict[str, type[BaseModel]] = {
     "dns_query": DnsQueryBody,
     "page_load": PageLoadBody,
     "link_check": __import__("vantage_agent.records.link_check", fromlist=["LinkCheckBody"]).LinkCheckBody,
+    "atlas": __import__("vantage_agent.records.atlas", fromlist=["AtlasRunBody"]).AtlasRunBody,
 }
 
 
