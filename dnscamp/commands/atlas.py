@@ -35,6 +35,8 @@ def plan_command(
     spec: Path = typer.Argument(..., help="Atlas campaign spec (TOML)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact API requests (JSON) and the credit total."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    phase: int = typer.Option(1, "--phase", help="1: discovery DNS + probe->server pings; 2: probe->resolver pings "
+                              "from the stored discovery (`dnscamp atlas discover`)."),
 ) -> None:
     """Validate SPEC and price it in credits. Nothing is sent. With --dry-run, print every
     API request that `submit` would send (method, URL, JSON body) and the credit total."""
@@ -42,13 +44,30 @@ def plan_command(
 
     s = _load_spec(spec)
     try:
-        p = plan(s)
+        p = plan(s) if phase == 1 else _phase2(s)
     except PlanError as exc:
         die(f"{spec}: {exc}")
     if dry_run or as_json:
         typer.echo(json.dumps(p.to_dict(), indent=None if as_json else 2))
     else:
         typer.echo(p.describe())
+
+
+def _phase2(s):
+    from atlas.campaign import discovered_resolvers
+    from atlas.plan import Plan, PlanError, plan_resolver_pings
+    from db import engine, migrate
+
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    found = discovered_resolvers(engine.database_url("writer"), s.name)
+    if not found:
+        raise PlanError(f"no discovery stored for campaign {s.name!r}: run `dnscamp atlas discover` first")
+    reqs = plan_resolver_pings(s, found)
+    total = sum(r.credits for r in reqs)
+    if total > s.max_credits:
+        raise PlanError(f"max_credits: phase 2 costs {total} credits, more than max_credits = {s.max_credits}")
+    return Plan(campaign=s.name, requests=reqs, query_name="-", credits_phase1=total, credits_phase2_estimate=0,
+                max_credits=s.max_credits, notes=[f"phase 2: {len(found)} probes, {len(reqs)} resolver(s)"])
 
 
 @app.command("submit")
@@ -58,6 +77,7 @@ def submit_command(
     server: str = typer.Option(None, "--server", help="Atlas API host (default atlas.ripe.net)."),
     yes: bool = typer.Option(False, "--yes", help="Spend the credits without asking."),
     as_json: bool = typer.Option(False, "--json", help="Print the created measurement ids as JSON."),
+    phase: int = typer.Option(1, "--phase", help="1: discovery DNS + probe->server pings; 2: probe->resolver pings."),
 ) -> None:
     """Create the measurements of SPEC on RIPE Atlas (spends credits). Needs an API key from
     RIPE_ATLAS_KEY or --key-file; the key is never printed or logged."""
@@ -66,7 +86,7 @@ def submit_command(
 
     s = _load_spec(spec)
     try:
-        p = plan(s)
+        p = plan(s) if phase == 1 else _phase2(s)
     except PlanError as exc:
         die(f"{spec}: {exc}")
     try:
@@ -100,6 +120,68 @@ def submit_command(
     else:
         for c in created:
             typer.echo(f"{c['role']}: msm_id {', '.join(map(str, c['msm_ids']))}")
+
+
+@app.command("discover")
+def discover_command(
+    spec: Path = typer.Argument(..., help="Atlas campaign spec (TOML) whose phase-1 results are ingested."),
+    query_log: Path = typer.Option(None, "--query-log", help="Our authoritative server's query log (else zone.query_log)."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"probes","discovered","isp_resolver","methods"}.'),
+) -> None:
+    """Map each probe of the campaign to its resolver (query log of our zone, or whoami answers)
+    with ASNs from the spec's asn_db, and store it (atlas_discovery)."""
+    import psycopg
+
+    from atlas.campaign import discover_from_store
+    from atlas.store import save_discovery
+    from db import engine, migrate
+
+    s = _load_spec(spec)
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    try:
+        found = discover_from_store(engine.database_url("reader"), s, query_log=query_log)
+    except (OSError, ValueError) as exc:
+        die(f"{spec}: {exc}")
+    with psycopg.connect(engine.database_url("owner")) as conn:
+        save_discovery(conn, s.name, found)
+    out = {"campaign": s.name, "discovered": len(found), "isp_resolver": sum(d.isp_resolver for d in found),
+           "methods": {m: sum(d.method == m for d in found) for m in sorted({d.method for d in found})}}
+    typer.echo(json.dumps(out) if as_json else
+               f"{out['discovered']} probes mapped to a resolver ({out['isp_resolver']} in the probe's AS)")
+
+
+@app.command("server-ping")
+def server_ping_command(
+    spec: Path = typer.Argument(..., help="Atlas campaign spec (TOML)."),
+    src: str = typer.Option(None, "--src", help="This server's address for the results (default: spec server)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also write the results (Atlas JSON lines) here."),
+) -> None:
+    """RTT_Server: ping every discovered resolver (and the spec's resolvers.addresses) from this host,
+    five packets each; store the results as Atlas ping results (role server_resolver)."""
+    import time
+
+    import psycopg
+
+    from atlas.campaign import discovered_resolvers, server_pings
+    from atlas.store import register_measurement
+    from collectors.atlas_ingest import ingest_results
+    from db import engine, migrate
+
+    s = _load_spec(spec)
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    targets = sorted(set(discovered_resolvers(engine.database_url("writer"), s.name).values())
+                     | set(s.resolvers.addresses))
+    if not targets:
+        die(f"no resolver to ping for campaign {s.name!r}: run `dnscamp atlas discover` first")
+    msm = -int(time.time())  # a local measurement: negative ids never collide with Atlas's
+    rows = server_pings(s, targets, src_addr=src or s.server, msm_id=msm)
+    with psycopg.connect(engine.database_url("owner")) as conn:
+        register_measurement(conn, msm, campaign=s.name, role="server_resolver", target=None,
+                             definition={"local": True, "packets": s.ping.packets})
+    if out:
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    st = ingest_results(rows, engine.database_url("writer"), source=f"server-ping:{s.name}", campaign=s.name)
+    typer.echo(f"{len(rows)} resolvers pinged (msm {msm}): {json.dumps(st.as_json())}")
 
 
 @app.command("fetch")
