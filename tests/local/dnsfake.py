@@ -331,15 +331,26 @@ class QuicServer:
                 self._h3 = H3Connection(self._quic) if alpn == "h3" else None
                 self._bufs: dict[int, bytes] = {}
                 self._reqs: dict[int, dict] = {}
+                self._counted = False
                 stats.add(connections=1)
+
+            def _count_tls(self):
+                # once per connection, at the handshake's end or at the first request (a 0-RTT
+                # request can be answered, and the connection closed, before the handshake ends)
+                if not self._counted:
+                    self._counted = True
+                    tls = self._quic.tls
+                    if tls.session_resumed:
+                        stats.add(resumed=1)
+                    if tls.early_data_accepted:
+                        stats.add(early_data=1)
 
             def quic_event_received(self, ev):
                 if isinstance(ev, HandshakeCompleted):
-                    if ev.session_resumed:
-                        stats.add(resumed=1)
-                    if ev.early_data_accepted:
-                        stats.add(early_data=1)
+                    self._count_tls()
                     stats.alpns.append(ev.alpn_protocol)
+                elif isinstance(ev, StreamDataReceived):
+                    self._count_tls()
                 if self._h3 is not None:
                     for h3ev in self._h3.handle_event(ev):
                         self._h3_event(h3ev)
