@@ -228,6 +228,26 @@ class Island:
     def __exit__(self, *exc) -> None:
         self.down()
 
+    def lateness_ms(self) -> dict[str, float | None]:
+        """The link emulator's own lateness over every direction of every link (ms): explains
+        the RTT errors (the part the emulator added beyond the configured delay)."""
+        p50s, p99s, maxs = [], [], []
+        for link in self.links:
+            try:
+                dirs = link.stats().get("directions", {})
+            except Exception:  # noqa: BLE001 - stats are diagnostics, never fatal
+                continue
+            for d in dirs.values():
+                lat = (d or {}).get("lateness_ns") or {}
+                if lat.get("count"):
+                    p50s.append(lat["p50"] / 1e6)
+                    p99s.append(lat["p99"] / 1e6)
+                    maxs.append(lat["max"] / 1e6)
+        if not p50s:
+            return {"p50_median": None, "p99_max": None, "max": None}
+        return {"p50_median": round(statistics.median(p50s), 3), "p99_max": round(max(p99s), 3),
+                "max": round(max(maxs), 3)}
+
     def link_backend(self) -> str | None:
         return self.links[0].backend if self.links else None
 
@@ -413,6 +433,8 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
         ping_file = run_dir / "results-ping.jsonl"
         ping_file.write_text("".join(json.dumps(r) + "\n" for r in pings))
         backend = island.link_backend()
+        time.sleep(0.3)  # let the emulators write their stats
+        lateness = island.lateness_ms()
     finally:
         if not keep:
             island.down()
@@ -457,6 +479,7 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
         "isp_filter_correct": isp_ok,
         "ingest": stats.as_json(),
         "errors_ms": errs,
+        "link_lateness_ms": lateness,
         "summary": {k: v for k, v in summary.items() if k != "cdf"},
         "per_probe": per_probe,
         "run_dir": str(run_dir),
@@ -474,6 +497,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"(methods {', '.join(r['discovery']['methods'])}); ISP filter {'right' if r['isp_filter_correct'] else 'WRONG'}",
         "RTT error vs configured delays (median / max ms): "
         + ", ".join(f"{k} {v['median']} / {v['max']}" for k, v in e.items()),
+        f"link emulator lateness (ms): {json.dumps(r.get('link_lateness_ms'))}",
         f"ingest: {json.dumps(r['ingest'])}",
         "QuicSocks summary (ISP resolvers):",
         format_summary({**r["summary"], "cdf": {}}),
