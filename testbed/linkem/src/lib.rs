@@ -41,10 +41,11 @@ pub enum JitterDist {
     Normal,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LossConfig {
     /// No loss.
+    #[default]
     None,
     /// Independent (Bernoulli) loss with probability `p`.
     Random { p: f64 },
@@ -63,12 +64,6 @@ pub enum LossConfig {
 
 fn one() -> f64 {
     1.0
-}
-
-impl Default for LossConfig {
-    fn default() -> Self {
-        LossConfig::None
-    }
 }
 
 /// One direction of a link (see README.md for every key).
