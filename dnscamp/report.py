@@ -27,6 +27,44 @@ SECTIONS: list[tuple[str, str, str]] = [
            FROM v_ping WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
     ),
+    (
+        "dns_query: exchange time (ms) and multiples of the access RTT, by profile, transport, policy",
+        "v_dns_query",
+        """SELECT network_profile AS profile, resolver, transport, policy, count(*) AS n,
+                  count(*) FILTER (WHERE status = 'ok') AS ok,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms)::numeric, 2) AS total_p50_ms,
+                  round(percentile_cont(0.9) WITHIN GROUP (ORDER BY total_ms)::numeric, 2) AS total_p90_ms,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY total_rtt_multiple)::numeric, 2) AS rtt_multiple_p50,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY total_bytes)::numeric, 0) AS bytes_p50
+           FROM v_dns_query WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""",
+    ),
+    (
+        "page_load: page-load time (onLoad, ms) by profile, browser, DNS mode, HTTP version",
+        "v_page_load",
+        """SELECT network_profile AS profile, browser, dns_mode, http, count(*) AS n,
+                  round(avg((status = 'ok')::int)::numeric, 2) AS success,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms)::numeric, 1) AS plt_p50_ms,
+                  round(percentile_cont(0.9) WITHIN GROUP (ORDER BY plt_ms)::numeric, 1) AS plt_p90_ms,
+                  round(avg(dns_lookups)::numeric, 1) AS dns_lookups,
+                  bool_and(dns_transport_verified) AS transport_verified
+           FROM v_page_load WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""",
+    ),
+    (
+        "QuicSocks: per-probe savings of a proxy next to the resolver (001_3c494309ab66be23.txt Table I)",
+        "v_quicsocks_savings",
+        """SELECT count(*) AS probes,
+                  count(*) FILTER (WHERE isp_resolver) AS isp_resolver_probes,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_dns_ms)::numeric, 2) AS rtt_dns_p50_ms,
+                  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY saving_ms)::numeric, 2) AS saving_p50_ms,
+                  round(avg((saving_ms >= 10)::int)::numeric, 2) AS share_saving_10ms,
+                  round(avg((saving_retry_ms >= 10)::int)::numeric, 2) AS share_saving_10ms_retry
+           FROM v_quicsocks_savings
+           -- the atlas kind stores its Atlas campaign as "<campaign>/<run>"
+           WHERE campaign = %(campaign)s || '/' || %(run)s
+              OR (%(run)s::text IS NULL AND campaign LIKE %(campaign)s || '/%%')""",
+    ),
 ]
 
 
