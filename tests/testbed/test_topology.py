@@ -219,3 +219,22 @@ def test_conformance_check_meets_targets(testbed, backend):
     assert files
     env, body = parse_line(files[-1].read_text().splitlines()[0])
     assert env.kind == "link_check" and env.vantage.provider == "testbed" and env.env["link_backend"] == backend
+
+
+def test_add_edge_node_and_service_address(testbed):
+    """The helpers other parts use: a probe behind its own link, and an extra service address."""
+    from testbed.profiles import load_profiles
+
+    testbed.ensure_up()
+    node = topology.add_edge_node(testbed.run_dir, "dc-probe-tbtest", plan.ISP_NS, load_profiles()["dsl"],
+                                  "10.90.250.0/29")
+    assert node.address == "10.90.250.2"
+    topology.add_service_address(testbed.run_dir, "dc-probe-tbtest", "10.90.251.1/32")
+    bad = _ping_all([("dc-probe-tbtest", plan.PUBLIC_RESOLVER), ("dc-probe-tbtest", plan.ROOT_SERVER),
+                     (testbed.client_ns("fiber"), "10.90.250.2"), (plan.PUBRES_NS, "10.90.251.1")])
+    assert not bad, bad
+    out = testbed.exec("dc-probe-tbtest", ["ping", "-n", "-c", "3", "-i", "0.2", "10.90.250.5"]).stdout
+    avg = float(out.strip().splitlines()[-1].split("=")[1].split("/")[1])
+    assert 42.4 < avg < 42.4 + 5, avg  # dsl's 42.4 ms (+ 1 ms of serialisation at 0.8 Mbit/s up)
+    st = json.loads(dnscamp("testbed", "status", "--json").stdout)
+    assert st["healthy"] and any(lk["name"] == "lq-tbtest" and lk["alive"] for lk in st["links"])
