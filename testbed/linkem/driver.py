@@ -7,8 +7,8 @@ the router on ``if_a`` and leaving on ``if_b`` get the ``a_to_b`` impairments, t
 - ``"netem"``: ``tc qdisc replace dev <egress> root netem ...`` in the router namespace
   (egress of ``if_b`` for a_to_b, of ``if_a`` for b_to_a), where the kernel has sch_netem;
 - ``"nfqueue"``: the Rust ``linkem`` binary, run inside the router namespace, with two
-  iptables rules (``FORWARD -i if_a -j NFQUEUE --queue-num Q``) that hand each direction to
-  its own queue. No ``--queue-bypass``: if the emulator is not running, packets are dropped
+  iptables rules (``FORWARD -i if_a -j NFQUEUE --queue-num Q``; the same two in ip6tables)
+  that hand each direction to its own queue. No ``--queue-bypass``: if the emulator is not running, packets are dropped
   (fail closed), so an un-emulated link can never be measured by mistake.
 
 A direction config is a dict with the keys of :data:`DIRECTION_DEFAULTS` (see README.md).
@@ -230,6 +230,7 @@ class Link:
         self._pid: int | None = None
         self._rules_installed = False
         self._qdiscs_installed = False
+        self.ipv6: bool | None = None
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -307,6 +308,12 @@ class Link:
             for spec in self._rule_specs():
                 self._ns(["iptables", "-w", "-I", *spec[:1], "1", *spec[1:]])
                 self._rules_installed = True
+            # IPv6 goes to the same queues; a namespace without IPv6 has no v6 traffic to
+            # emulate, so a failure here is recorded, not fatal.
+            self.ipv6 = True
+            for spec in self._rule_specs():
+                if self._ns(["ip6tables", "-w", "-I", *spec[:1], "1", *spec[1:]], check=False).returncode != 0:
+                    self.ipv6 = False
         except Exception:
             self.stop()
             raise
@@ -329,11 +336,12 @@ class Link:
         ns_ok = self._ns_exists()
         if self._rules_installed or (self.backend == "nfqueue" and ns_ok):
             if ns_ok:
-                for spec in self._rule_specs():
-                    # delete every copy of the rule (start() may have been called twice)
-                    for _ in range(8):
-                        if self._ns(["iptables", "-w", "-D", *spec], check=False).returncode != 0:
-                            break
+                for tool in ("iptables", "ip6tables"):
+                    for spec in self._rule_specs():
+                        # delete every copy of the rule (start() may have been called twice)
+                        for _ in range(8):
+                            if self._ns([tool, "-w", "-D", *spec], check=False).returncode != 0:
+                                break
             self._rules_installed = False
         if self._qdiscs_installed or self.backend == "netem":
             if ns_ok:
@@ -427,6 +435,7 @@ class Link:
             d["queues"] = {"a_to_b": self.queues[0], "b_to_a": self.queues[1]}
             d["binary"] = str(binary_path())
             d["fail"] = "closed"
+            d["ipv6_rules"] = self.ipv6
         else:
             d["netem"] = {"a_to_b": netem_argv(self.if_b, self.a_to_b), "b_to_a": netem_argv(self.if_a, self.b_to_a)}
         return d
