@@ -131,6 +131,68 @@ def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] |
     }.get(mode.transport, "")
 
 
+class FrontendLogs:
+    """The testbed resolver frontends' query logs (CoreDNS, one line per query, first word =
+    the transport of the server block: testbed/services/frontends.py). Offsets are taken
+    before a load; ``verify`` reads what was appended during it."""
+
+    def __init__(self) -> None:
+        from vantage_agent.paths import testbed_dir
+
+        self.paths = sorted((testbed_dir() / "logs").glob("frontend-*.log"))
+        self.offsets = {p: self._size(p) for p in self.paths}
+
+    @staticmethod
+    def _size(p: Path) -> int:
+        try:
+            return p.stat().st_size
+        except OSError:
+            return 0
+
+    def new_lines(self) -> list[list[str]]:
+        out = []
+        for p in self.paths:
+            try:
+                with open(p, "rb") as f:
+                    f.seek(self.offsets[p])
+                    data = f.read()
+            except OSError:
+                continue
+            out += [ln.split() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+        return out
+
+    def verify(self, mode: dnsmode.DnsMode, hosts: list[str]) -> tuple[bool | None, str] | None:
+        """None when there are no frontend logs (not on the testbed)."""
+        if not self.paths:
+            return None
+        time.sleep(0.2)  # CoreDNS writes its log line after answering
+        me = _source_address(mode.resolver.address if mode.resolver else None)
+        ours = [ln for ln in self.new_lines() if len(ln) > 4 and ln[1].rsplit(":", 1)[0] == me]
+        page = set(hosts)
+        seen = {ln[4].rstrip(".").lower() for ln in ours}
+        transports = sorted({ln[0] for ln in ours})
+        want = "do53" if mode.transport == "system" else mode.transport
+        if not ours or not (page & seen):
+            return None, f"no frontend log line for the page's names from {me}"
+        ok = transports == [want]
+        return ok, f"frontend logs: {len(ours)} queries from {me} over {','.join(transports)}"
+
+
+def _source_address(resolver: str | None) -> str | None:
+    import socket
+
+    from testbed import plan
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((resolver or plan.ISP_RESOLVER, 53))
+        return s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
 def body_of(
     res: LoadResult,
     mode: dnsmode.DnsMode,
@@ -141,11 +203,15 @@ def body_of(
     stub_stats: dict[str, Any] | None,
     rtt: dict[str, float | None] | None,
     order: dict[str, Any] | None,
+    logs: "FrontendLogs | None" = None,
 ) -> PageLoadBody:
     nav = res.navigation
     hosts = metrics.hostnames(res.url, res.resources, res.har)
     paint = res.paint or {}
     ok, how = verify(mode, hosts, stub_stats)
+    from_logs = logs.verify(mode, hosts) if logs is not None and res.status == errors.OK else None
+    if from_logs is not None and from_logs[0] is not None:
+        ok, how = (from_logs[0] and ok is not False), from_logs[1] + ("" if ok is None else f"; {how}")
     if stub_stats is not None:
         stub_stats = {k: v for k, v in stub_stats.items()}
     return PageLoadBody(
@@ -201,6 +267,7 @@ def measure(
     rid = uuid.uuid4()
     env: dict[str, Any] = {"seed": unit.seed}
     own_dns = dns is None
+    logs: FrontendLogs | None = None
     res: LoadResult
     try:
         mod = registry.get(browser)
@@ -209,6 +276,7 @@ def measure(
             dns = dnsmode.setup(mode, artifacts_dir / "dns" / rid.hex[:12], ca_file=opts.ca_file)
         else:
             dns.reset_stats()
+        logs = FrontendLogs()
         res = mod.load(url, opts, dns)
         stub_stats = dns.stats()
     except dnsmode.DnsModeError as exc:
@@ -235,7 +303,7 @@ def measure(
             har_path = str(rel)
         except OSError:
             har_path = None
-    body = body_of(res, mode, opts, har_path=har_path, har_valid=har_valid, stub_stats=stub_stats, rtt=rtt, order=order)
+    body = body_of(res, mode, opts, har_path=har_path, har_valid=har_valid, stub_stats=stub_stats, rtt=rtt, order=order, logs=logs)
     status = res.status
     error = res.error if status != errors.OK else None
     if status != errors.OK and not error:
