@@ -156,7 +156,11 @@ def _warm(tpl: Path) -> None:
             o.add_argument(a)
         for k, v in BASE_PREFS.items():
             o.set_preference(k, v)
-        drv = webdriver.Firefox(service=Service(executable_path=d, log_output=os.devnull), options=o)
+        # The warm-up must not talk to anything: its resolver is a closed loopback port.
+        rc = tpl.parent / "warm-resolv.conf"
+        rc.write_text("nameserver 127.0.0.254\noptions timeout:1 attempts:1\n")
+        wrapper = ns_wrapper(tpl.parent / "warm-geckodriver.sh", str(rc), [], d)
+        drv = webdriver.Firefox(service=Service(executable_path=wrapper, log_output=os.devnull), options=o)
         try:
             drv.get("about:blank")
         finally:
