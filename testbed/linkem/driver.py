@@ -250,6 +250,7 @@ class Link:
     def _link_config(self) -> dict:
         return {
             "name": self.name,
+            "netns": self.router_ns,
             "queues": {"a_to_b": self.queues[0], "b_to_a": self.queues[1]},
             "stats_file": str(self.stats_path),
             "ready_file": str(self.ready_path),

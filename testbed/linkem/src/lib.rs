@@ -120,6 +120,11 @@ pub struct LinkConfig {
     pub stats_file: String,
     #[serde(default)]
     pub ready_file: Option<String>,
+    /// Name of the router namespace (`ip netns` name). If set, linkem exits once
+    /// /run/netns/<netns> no longer refers to the namespace it runs in (the namespace was
+    /// deleted), instead of idling on forever.
+    #[serde(default)]
+    pub netns: Option<String>,
     /// Busy-wait this long (at most) before a departure instead of trusting the timer.
     #[serde(default = "default_spin_us")]
     pub spin_us: u64,

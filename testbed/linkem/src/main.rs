@@ -429,6 +429,12 @@ fn run_direction(
     // On exit the kernel drops what is still held when the socket closes (fail closed).
 }
 
+/// (device, inode) of a namespace file.
+fn ns_id(path: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 fn write_atomic(path: &str, text: &str) {
     let tmp = format!("{path}.tmp.{}", std::process::id());
     if std::fs::write(&tmp, text).is_ok() {
@@ -510,6 +516,14 @@ fn main() {
     }
     eprintln!("linkem: {} bound to queues {} (a_to_b) and {} (b_to_a)", cfg.name, cfg.queues.a_to_b, cfg.queues.b_to_a);
 
+    let own_ns = ns_id("/proc/self/ns/net");
+    let named_ns = cfg.netns.as_ref().map(|n| format!("/run/netns/{n}"));
+    if let Some(p) = &named_ns {
+        if ns_id(p) != own_ns {
+            eprintln!("linkem: warning: {p} is not the namespace linkem runs in; no namespace watchdog");
+        }
+    }
+    let watch_ns = named_ns.filter(|p| ns_id(p) == own_ns && own_ns.is_some());
     let mut last = mono_ns();
     while !STOP.load(AO::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
@@ -520,6 +534,12 @@ fn main() {
         if mono_ns() - last >= 1_000_000_000 {
             write_stats(false);
             last = mono_ns();
+            if let Some(p) = &watch_ns {
+                if ns_id(p) != own_ns {
+                    eprintln!("linkem: {p} is gone: the router namespace was deleted; exiting");
+                    STOP.store(true, AO::SeqCst);
+                }
+            }
         }
     }
     for t in threads {
