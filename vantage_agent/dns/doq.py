@@ -18,6 +18,7 @@ presents the last session ticket and sends the query as 0-RTT early data
 
 from __future__ import annotations
 
+import dataclasses
 import select
 import socket
 import struct
@@ -68,6 +69,7 @@ class Client:
         self.options = options or c.QueryOptions()
         self._conn: _Conn | None = None
         self._ticket = None
+        self._cfg: QuicConfiguration | None = None
         self._ticket_new = False
         self.connections_opened = 0
 
@@ -146,14 +148,24 @@ class Client:
         self._ticket = ticket
         self._ticket_new = True
 
+    def _config(self) -> QuicConfiguration:
+        """The client configuration, built once per client: loading (and parsing) the CA file
+        is not part of a query's cost."""
+        if self._cfg is None:
+            ep = self.endpoint
+            cfg = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], server_name=ep.tls_name or None)
+            cfg.idle_timeout = max(self.policy.idle_timeout_s, 1.0) + 5.0
+            if ep.ca_file:  # a private CA: parsed once, not per handshake
+                with open(ep.ca_file, "rb") as f:
+                    cfg.cadata = f.read()
+            else:
+                cfg.cafile = "/etc/ssl/certs/ca-certificates.crt"
+            self._cfg = cfg
+        return self._cfg
+
     def _connect(self, t_deadline: int, use_ticket: bool) -> _Conn:
         ep = self.endpoint
-        cfg = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], server_name=ep.tls_name or None)
-        cfg.idle_timeout = max(self.policy.idle_timeout_s, 1.0) + 5.0
-        if ep.ca_file:
-            cfg.load_verify_locations(cafile=ep.ca_file)
-        else:
-            cfg.load_verify_locations(cafile="/etc/ssl/certs/ca-certificates.crt")
+        cfg = dataclasses.replace(self._config(), session_ticket=None)
         if use_ticket and self._ticket is not None:
             cfg.session_ticket = self._ticket
         quic = QuicConnection(configuration=cfg, session_ticket_handler=self._save_ticket)
