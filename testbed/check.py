@@ -477,7 +477,10 @@ def check_profile(island, run_dir: Path, profile: str, probes: int = 500, loss_p
                    "--quic-port", str(quic_port), "--cert", str(cert), "--key", str(key), "--ready-file", str(ready)],
                   ready=ready.exists, timeout=20)
         log(f"[{profile}] RTT ({probes} probes), loss ({loss_packets} packets each way at {up_pps}/{down_pps} pps), QUIC")
-        interval_ms = 4.0 if up_rate is None or up_rate >= 0.5 else 20.0
+        # paced, not one at a time; spaced wider than the jitter range so that FIFO jitter never
+        # holds one probe behind the previous one (that would bias the RTT upwards)
+        interval_ms = max(4.0 if up_rate is None or up_rate >= 0.5 else 20.0,
+                          4 * max(prof.up.jitter_ms, prof.down.jitter_ms) + 1)
         p = subprocess.run(
             ["ip", "netns", "exec", client_ns, sys.executable, "-m", "testbed.check", "probe", "--addr", server_addr,
              "--port", str(udp_port), "--quic-port", str(quic_port), "--cafile", str(cert), "--probes", str(probes),
