@@ -223,3 +223,22 @@ def check(
         typer.echo(json.dumps({r["summary"]["profile"]: r["summary"] for r in results}, indent=1))
     if not all(r["summary"].get("passed") for r in results):
         raise SystemExit(1)
+
+
+# --- testbed servers (issue 4; testbed/services, owned by the servers engineer) ---------------
+@app.command("flush-caches")
+def flush_caches(as_json: bool = typer.Option(False, "--json", help="Print the flushed resolvers as JSON.")) -> None:
+    """Empty the caches of both testbed resolvers (ISP and public Unbound: records, negative
+    answers, delegations and server round-trip data), so the next lookup of any name is a
+    cache miss that walks root, TLD and site servers across the backbone."""
+    from testbed.services import ServicesError
+    from testbed.services import flush_caches as _flush
+
+    _need_root()
+    try:
+        done = _flush(_run_dir())
+    except (ServicesError, RuntimeError, OSError) as exc:
+        die(f"flush-caches: {exc}", code=1)
+    if as_json:
+        typer.echo(json.dumps({"flushed": done}))
+    _err(f"flushed resolver caches: {', '.join(done)}")
