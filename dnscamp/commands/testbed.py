@@ -145,9 +145,9 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
 @app.command("info")
 def info(as_json: bool = typer.Option(True, "--json/--text", help="JSON (default) or a short text summary.")) -> None:
     """The running testbed's description: clients and their addresses, service addresses, nodes, links (what kinds and other tools read; no root needed)."""
-    from testbed import topology
+    from testbed import lifecycle
 
-    d = topology.info(_run_dir())
+    d = lifecycle.describe()  # topology.info + the servers' description when installed
     if as_json:
         typer.echo(json.dumps(d, indent=1))
     else:
