@@ -90,13 +90,20 @@ class _DnsQueryKind:
         try:
             params = DnsQueryParams.model_validate(unit.params)
             resolver, _, transport = unit.target.partition("/")
-            cat = catalog_mod.Catalog.load(testbed=ctx.testbed if ctx.testbed else None)
-            endpoint = cat.endpoint(resolver, transport)
+            # Testbed resolvers exist only for units that run on the testbed (ctx.testbed).
+            cat = catalog_mod.Catalog.load(testbed=ctx.testbed if ctx.testbed else False)
+            try:
+                endpoint = cat.endpoint(resolver, transport)
+            except catalog_mod.CatalogError as exc:
+                hint = " (testbed resolvers need a testbed vantage)" if resolver.startswith("testbed-") and not ctx.testbed else ""
+                raise catalog_mod.CatalogError(f"{exc}{hint}") from None
             qnames = runner.plan(params.name_list(Path(ctx.extra.get("campaign_dir", "."))), params.count, seed=unit.seed)
             policy = Policy(params.policy, params.idle_timeout_s)
             options = QueryOptions(timeout_s=params.timeout_s, attempts=params.attempts, doh_method=params.doh_method)
         except Exception as exc:  # noqa: BLE001 - a unit that cannot start is still a record
-            body = {"transport": "do53", "address": "0.0.0.0", "port": 53, "qname": ".", "policy": "fresh",
+            tr = unit.target.partition("/")[2]
+            body = {"transport": tr if tr in registry.TRANSPORTS else "do53", "resolver": unit.target.partition("/")[0] or None,
+                    "address": "0.0.0.0", "port": 53, "qname": ".", "policy": "fresh",
                     "idle_timeout_s": DEFAULT_IDLE_TIMEOUT_S, "timeout_s": 5.0, "max_attempts": 1, "attempts": 1,
                     "t_start": 0, "connection_reused": False, "wire_basis": "unavailable"}
             yield make_record(unit, started_at=started, body=body, status=errors.SetupError.status,
