@@ -307,6 +307,3 @@ def recv_exact(sock: Any, n: int) -> bytes:
         buf += chunk
     return bytes(buf)
 
-
-def tls_version_name(v: str | None) -> str | None:
-    return v

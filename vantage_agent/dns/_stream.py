@@ -56,7 +56,18 @@ class StreamClient:
             r, _, _ = select.select([s], [], [], 0)
             if r:
                 if isinstance(s, ssl.SSLSocket):
-                    return s.pending() > 0  # readable without a query in flight: close_notify/EOF
+                    # readable with no query in flight: a late TLS 1.3 session ticket (alive),
+                    # close_notify / EOF (dead), or stray data (treated as dead)
+                    s.setblocking(False)
+                    try:
+                        s.recv(1)  # returned: EOF or stray data
+                        return False
+                    except ssl.SSLWantReadError:
+                        return True
+                    except (ssl.SSLError, OSError):
+                        return False
+                    finally:
+                        s.setblocking(True)
                 return bool(s.recv(1, socket.MSG_PEEK))
         except (OSError, ValueError):
             return False
