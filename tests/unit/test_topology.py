@@ -249,3 +249,10 @@ def test_link_check_kind_without_testbed_is_a_record(tmp_path, monkeypatch):
     recs = list(check.KIND.run(unit, RunContext(spool_dir=tmp_path, artifacts_dir=tmp_path)))
     assert len(recs) == 1 and recs[0].status == "setup_error" and recs[0].error
     assert check.KIND.where == "host" and check.KIND.targets(check.LinkCheckParams()) == ["access"]
+
+
+def test_rtt_tolerance_only_widens_for_jitter():
+    ps = load_profiles()
+    assert check.rtt_tolerance(ps["fiber"], 500) == check.RTT_TARGET_MS
+    assert check.rtt_tolerance(ps["4g-www"], 500) == pytest.approx(0.2 + 2.576 * 1.0 / math.sqrt(500))
+    assert check.rtt_tolerance(ps["3g"], 500) == pytest.approx(0.2 + 2.576 * 8.0 / math.sqrt(500))

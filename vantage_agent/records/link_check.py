@@ -46,6 +46,8 @@ class LinkCheckBody(Frozen):
     rtt_ms_p50: float | None = None
     rtt_ms_p95: float | None = None
     rtt_error_ms: float | None = Field(None, description="rtt_ms_p50 - rtt_ms_expected.")
+    rtt_tolerance_ms: float | None = Field(
+        None, description="0.2 ms, plus the 99 % sampling error of the median when the profile has jitter.")
     rtt_pass: bool | None = None
 
     loss_configured: float = Field(description="Round-trip-equivalent configured loss 1-(1-up)(1-down).")
