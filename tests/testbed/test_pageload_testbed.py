@@ -11,6 +11,7 @@ import pytest
 
 from tests.testbed.conftest import dnscamp
 from vantage_agent.pageload import har
+from vantage_agent.pageload.kind import parse_log_line
 
 pytestmark = pytest.mark.testbed
 
@@ -38,7 +39,7 @@ def _load(tb, d, page, browser, mode, http):
     rec_path = re.search(r"records: (\S+)", p.stderr).group(1)
     rec = json.loads(Path(rec_path).read_text().splitlines()[-1])
     text = log.read_bytes()[offset:].decode(errors="replace") if log.exists() else ""
-    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+    lines = [f for f in (parse_log_line(ln) for ln in text.splitlines()) if f]
     return summary, rec, Path(rec_path).parent / "artifacts", lines
 
 
@@ -54,7 +55,10 @@ def test_load_uses_that_transport_only(world, browser, mode, http):
     page_hosts = set(d["sites"]["js"]["hosts"])
     ours = [ln for ln in lines if len(ln) > 5 and ln[1].rsplit(":", 1)[0] == client]
     names = {ln[4].rstrip(".").lower() for ln in ours}
-    assert page_hosts <= names, f"frontend did not see the page's names from {client}: {page_hosts - names}"
+    assert page_hosts <= names, (
+        f"frontend did not see the page's names from {client}: {page_hosts - names}; "
+        f"{len(lines)} new log lines, first: {lines[:4]}; record: {b['dns_verification']}"
+    )
     transports = {ln[0] for ln in ours}
     assert transports == {EXPECT[mode]}, f"{mode} load used {sorted(transports)}"
     assert b["next_hop_protocol"] == http

@@ -153,3 +153,11 @@ def test_cli_rejects_bad_mode_with_exit_2():
     assert r.exit_code == 2 and "--dns" in (r.stderr if hasattr(r, "stderr") else r.output)
     r = CliRunner().invoke(app, ["pageload", "--browser", "lynx", "https://a.test/"])
     assert r.exit_code == 2
+
+
+def test_frontend_log_lines_parse_with_or_without_level_prefix():
+    from vantage_agent.pageload.kind import parse_log_line
+
+    line = "doq 10.10.1.2:51234 A IN www.single.test. udp 45 NOERROR 61 0.000812s"
+    assert parse_log_line("[INFO] " + line)[:5] == ["doq", "10.10.1.2:51234", "A", "IN", "www.single.test."]
+    assert parse_log_line(line)[0] == "doq"

@@ -158,8 +158,8 @@ class FrontendLogs:
                     data = f.read()
             except OSError:
                 continue
-            out += [ln.split() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
-        return out
+            out += [parse_log_line(ln) for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+        return [ln for ln in out if ln]
 
     def verify(self, mode: dnsmode.DnsMode, hosts: list[str]) -> tuple[bool | None, str] | None:
         """None when there are no frontend logs (not on the testbed)."""
@@ -176,6 +176,15 @@ class FrontendLogs:
             return None, f"no frontend log line for the page's names from {me}"
         ok = transports == [want]
         return ok, f"frontend logs: {len(ours)} queries from {me} over {','.join(transports)}"
+
+
+def parse_log_line(line: str) -> list[str]:
+    """A frontend log line as fields [transport, client:port, type, class, name, ...]; CoreDNS
+    prefixes its log plugin's lines with the level (``[INFO]``)."""
+    f = line.split()
+    while f and f[0].startswith("[") and f[0].endswith("]"):
+        f = f[1:]
+    return f
 
 
 def _source_address(resolver: str | None) -> str | None:
