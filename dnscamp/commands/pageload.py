@@ -42,6 +42,9 @@ def pageload_command(
     h3_origin: list[str] = typer.Option([], "--h3-origin", help="Extra host:port forced to HTTP/3 (repeatable)."),
     seed: int = typer.Option(1, "--seed", help="Seed of the shuffled load order."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per (browser, DNS mode) on stdout."),
+    names_out: Optional[Path] = typer.Option(
+        None, "--names-out", help="Write the unique hostnames seen in the HARs, one per line (the DNS engine's target list)."
+    ),
 ) -> None:
     """Load URL(s) in a fresh browser per load with each DNS mode; print n, success rate, PLT
     p50/p90 and DNS lookups per (browser, DNS mode). DNS modes: system, do53:R, dot:R, doh:R,
@@ -78,6 +81,10 @@ def pageload_command(
 
     rows = _run(urls, browser, modes, http, repeat, timeout, str(ca_file) if ca_file else None, h3_origin, seed, testbed_client)
     summary = _summarise(rows)
+    if names_out is not None:
+        names = sorted({h for r in rows for h in r.body.get("hostnames") or []})
+        names_out.write_text("".join(f"{n}\n" for n in names))
+        sys.stderr.write(f"{len(names)} unique names: {names_out}\n")
     if as_json:
         for s in summary:
             typer.echo(json.dumps(s))
