@@ -161,3 +161,15 @@ def test_frontend_log_lines_parse_with_or_without_level_prefix():
     line = "doq 10.10.1.2:51234 A IN www.single.test. udp 45 NOERROR 61 0.000812s"
     assert parse_log_line("[INFO] " + line)[:5] == ["doq", "10.10.1.2:51234", "A", "IN", "www.single.test."]
     assert parse_log_line(line)[0] == "doq"
+
+
+def test_testbed_sites_from_a_local_vantage_are_setup_errors_at_once(tmp_path):
+    from vantage_agent.kind import RunContext
+    from vantage_agent.pageload.kind import KIND
+
+    unit = Unit(id="u", campaign="c", run="r", kind="page_load", vantage=Vantage(id="local", provider="local"),
+                target="https://www.single.test/", repetition=0, seed=5,
+                params={"urls": ["https://www.single.test/"], "dns": ["system", "doq:isp"]})
+    recs = list(KIND.run(unit, RunContext(spool_dir=tmp_path, artifacts_dir=tmp_path)))
+    assert len(recs) == 4 and {r.status for r in recs} == {"setup_error"}
+    assert "testbed" in recs[0].error

@@ -333,8 +333,12 @@ class _PageLoadKind:
         ca = find_ca(params.ca_file, ctx.testbed)
         combos = combinations(params, unit.seed)
         work = Path(ctx.artifacts_dir) / "work"
+        refuse = _testbed_only(unit.target, params.dns) if not ctx.testbed else None
         for i, (browser, mode_s, http) in enumerate(combos):
             mode = dnsmode.parse(mode_s)
+            if refuse:
+                yield _setup_error(unit, browser, mode, http, params, refuse)
+                continue
             opts = LoadOptions(
                 timeout_s=params.timeout_s,
                 viewport=tuple(params.viewport),  # type: ignore[arg-type]
@@ -349,6 +353,25 @@ class _PageLoadKind:
                 unit, unit.target, browser, mode, opts, Path(ctx.artifacts_dir),
                 rtt_count=params.rtt_count if params.resolver_rtt else None, order=order,
             )  # fmt: skip
+
+
+def _testbed_only(url: str, modes: list[str]) -> str | None:
+    """Why this unit needs the testbed (its names or resolvers exist only there), or None.
+    Testbed names must never be sent to a real resolver."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "test" or host.endswith(".test"):
+        return f"{host} is a testbed site: it needs a testbed vantage (no lookup was sent)"
+    for m in modes:
+        if m.split(":", 1)[-1] in dnsmode.ALIASES:
+            return f"DNS mode {m} names a testbed resolver: it needs a testbed vantage"
+    return None
+
+
+def _setup_error(unit: Unit, browser: str, mode: dnsmode.DnsMode, http: str, params: PageLoadParams, why: str) -> Envelope:
+    res = LoadResult(url=unit.target, browser=browser, status=errors.SetupError.status, error=why)
+    opts = LoadOptions(timeout_s=params.timeout_s, viewport=tuple(params.viewport), http=http)  # type: ignore[arg-type]
+    body = body_of(res, mode, opts, har_path=None, har_valid=None, stub_stats=None, rtt=None, order={"seed": unit.seed})
+    return make_record(unit, started_at=utcnow(), body=body, status=res.status, error=why, env={"seed": unit.seed})
 
 
 KIND = _PageLoadKind()
