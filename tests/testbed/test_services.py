@@ -152,12 +152,17 @@ def test_round_trip_structure_warm_cache(testbed, svc):
     prof = testbed.info["clients"]["4g"]["profile"]
     rtt = float(prof["up"]["delay_ms"]) + float(prof["down"]["delay_ms"])
     assert abs(rtt - 91.9) < 0.01, prof  # Kosek et al. Table I, 4G
-    out = probe(testbed, testbed.client_ns("4g"), "timing", "--name", "www.js.test", "--addr", "10.53.1.1",
-                "--tls-name", "isp-resolver.test", "--ca", svc["ca_file"], "--n", "5",
-                "--transports", "do53,doq,dot,doh")
     expected = {"do53": 1, "doq": 2, "dot": 3, "doh": 3}
-    ratios = {tr: out[tr]["min_ms"] / rtt for tr in expected}
-    medians = {tr: out[tr]["median_ms"] / rtt for tr in expected}
+    ratios: dict[str, float] = {}
+    for _attempt in range(2):  # a second series only if a CPU burst on this shared machine spoiled the first
+        out = probe(testbed, testbed.client_ns("4g"), "timing", "--name", "www.js.test", "--addr", "10.53.1.1",
+                    "--tls-name", "isp-resolver.test", "--ca", svc["ca_file"], "--n", "5",
+                    "--transports", "do53,doq,dot,doh")
+        for tr in expected:
+            ratios[tr] = min(ratios.get(tr, 1e9), out[tr]["min_ms"] / rtt)
+        medians = {tr: out[tr]["median_ms"] / rtt for tr in expected}
+        if all(abs(ratios[tr] - n) <= 0.2 for tr, n in expected.items()):
+            break
     for tr, n in expected.items():
         assert abs(ratios[tr] - n) <= 0.2, f"{tr}: {ratios[tr]:.2f} RTT (expected {n}); all {medians}"
 
@@ -175,11 +180,15 @@ def test_cache_miss_adds_backbone_round_trips_and_flush_caches(testbed, svc):
 
     q("www.single.test")
     warm = min(q("www.single.test") for _ in range(3))
-    dnscamp("testbed", "flush-caches")
     cases = [("www.multi-20.test", 4), ("www.multi-30.test", 2), ("static.multi-30.test", 1), ("www.multi-30.test", 0)]
-    got = [(name, n, q(name) - warm) for name, n in cases]
+    # three rounds, each after a fresh flush; the fastest of each case (this machine is shared)
+    rounds = []
+    for _ in range(3):
+        dnscamp("testbed", "flush-caches")
+        rounds.append([q(name) - warm for name, _ in cases])
+    got = [(name, n, min(r[i] for r in rounds)) for i, (name, n) in enumerate(cases)]
     for name, n, extra in got:
-        assert n * backbone - 3 <= extra <= n * backbone + 8, f"{name}: expected {n} x {backbone} ms more: {got}"
+        assert n * backbone - 3 <= extra <= n * backbone + 8, f"{name}: expected {n} x {backbone} ms more: {got}; {rounds}"
 
 
 def test_info_describes_the_servers(testbed, svc):
