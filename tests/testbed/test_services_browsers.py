@@ -47,6 +47,8 @@ try:
     print(srcs)
 finally:
     d.quit()
+    import shutil
+    shutil.rmtree(prof, ignore_errors=True)
 """
 
 
