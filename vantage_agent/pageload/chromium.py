@@ -28,6 +28,7 @@ from vantage_agent.pageload.common import (
     init_nss,
     make_workdir,
     ns_wrapper,
+    shared_dir,
     tool_version,
     which,
 )
@@ -88,16 +89,9 @@ def versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def _home(base: Path, ca_file: str | None) -> Path:
+def _home(ca_file: str | None) -> Path:
     """A HOME whose NSS db (``.pki/nssdb``) trusts ``ca_file``: Chromium's trust store."""
-    home = base / "home"
-    stamp = home / ".dnscamp-ca"
-    if not stamp.exists() or stamp.read_text() != ca_stamp(ca_file):
-        if home.exists():
-            shutil.rmtree(home)
-        init_nss(home / ".pki" / "nssdb", ca_file)
-        stamp.write_text(ca_stamp(ca_file))
-    return home
+    return shared_dir("chromium-home", ca_file, lambda d: init_nss(d / ".pki" / "nssdb", ca_file))
 
 
 def _args(opts: LoadOptions, dns: DnsSetup, profile: Path) -> list[str]:
@@ -128,8 +122,7 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
     driver = None
     t0 = time.monotonic()
     try:
-        base = Path(opts.work_dir) if opts.work_dir else wd.parent
-        home = _home(base / "chromium-shared", opts.ca_file)
+        home = _home(opts.ca_file)
         profile = wd / "profile"
         policy = wd / "policies"
         policy.mkdir()

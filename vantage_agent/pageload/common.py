@@ -230,3 +230,51 @@ def kill_survivors(procs: list[Any]) -> int:
             pass
     psutil.wait_procs(alive, timeout=3)
     return len(alive)
+
+
+def shared_dir(name: str, ca_file: str | None, build: Any) -> Path:
+    """A directory shared by every load of this machine and CA (Chromium's NSS HOME, Firefox's
+    warmed profile template), under ``cache_dir()/pageload``, keyed by ``name`` and the CA's
+    content. Built once by ``build(tmp_dir)`` under a lock, then renamed into place, so
+    concurrent runs never see a half-built one. Loads only read it (Firefox copies it)."""
+    import fcntl
+
+    from vantage_agent.paths import cache_dir
+
+    root = cache_dir() / "pageload"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{name}-{ca_stamp(ca_file)[:16]}"
+    if (final / ".complete").exists():
+        try:
+            os.utime(final)  # in use: keep it from pruning
+        except OSError:
+            pass
+        return final
+    with open(root / f".{final.name}.lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        if (final / ".complete").exists():
+            return final
+        tmp = root / f".{final.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        build(tmp)
+        (tmp / ".complete").write_text(ca_stamp(ca_file))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        _prune(root, name, keep=final)
+    return final
+
+
+def _prune(root: Path, name: str, keep: Path, max_age_s: float = 6 * 3600) -> None:
+    """Drop this kind's directories for other CAs unused for ``max_age_s`` (tests make a CA
+    per session; a campaign's CA stays)."""
+    import time
+
+    for d in root.glob(f"{name}-*"):
+        if d == keep or not d.is_dir():
+            continue
+        try:
+            if time.time() - d.stat().st_mtime > max_age_s:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass

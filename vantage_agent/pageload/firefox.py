@@ -32,6 +32,7 @@ from vantage_agent.pageload.common import (
     init_nss,
     make_workdir,
     ns_wrapper,
+    shared_dir,
     tool_version,
     which,
 )
@@ -116,17 +117,16 @@ def versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def _template(base: Path, ca_file: str | None) -> Path:
-    """A profile template whose NSS db (cert9.db) trusts ``ca_file``; copied per load."""
-    tpl = base / "profile-template"
-    stamp = tpl / ".dnscamp-ca"
-    if not stamp.exists() or stamp.read_text() != ca_stamp(ca_file):
-        if tpl.exists():
-            shutil.rmtree(tpl)
-        init_nss(tpl, ca_file)
-        _warm(tpl)
-        stamp.write_text(ca_stamp(ca_file))
-    return tpl
+def _template(ca_file: str | None) -> Path:
+    """A warmed profile template whose NSS db (cert9.db) trusts ``ca_file``; copied per load.
+    Keyed by the Firefox version too (its startup cache is version-specific)."""
+    ver = versions().get("browser_version", "unknown")
+
+    def build(d: Path) -> None:
+        init_nss(d, ca_file)
+        _warm(d)
+
+    return shared_dir(f"firefox-{ver}", ca_file, build)
 
 
 # Files a started profile keeps that carry state from one load to the next: removed from the
@@ -157,9 +157,9 @@ def _warm(tpl: Path) -> None:
         for k, v in BASE_PREFS.items():
             o.set_preference(k, v)
         # The warm-up must not talk to anything: its resolver is a closed loopback port.
-        rc = tpl.parent / "warm-resolv.conf"
+        rc = tpl.parent / f".warm-resolv-{os.getpid()}.conf"
         rc.write_text("nameserver 127.0.0.254\noptions timeout:1 attempts:1\n")
-        wrapper = ns_wrapper(tpl.parent / "warm-geckodriver.sh", str(rc), [], d)
+        wrapper = ns_wrapper(tpl.parent / f".warm-geckodriver-{os.getpid()}.sh", str(rc), [], d)
         drv = webdriver.Firefox(service=Service(executable_path=wrapper, log_output=os.devnull), options=o)
         try:
             drv.get("about:blank")
@@ -167,6 +167,9 @@ def _warm(tpl: Path) -> None:
             drv.quit()
     except Exception:  # noqa: BLE001 - a cold template still works, only slower
         return
+    finally:
+        for f in tpl.parent.glob(f".warm-*-{os.getpid()}.*"):
+            f.unlink(missing_ok=True)
     for name in STATE_FILES:
         p = tpl / name
         if p.is_dir():
@@ -252,10 +255,9 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
     driver = None
     t0 = time.monotonic()
     try:
-        base = Path(opts.work_dir) if opts.work_dir else wd.parent
-        tpl = _template(base / "firefox-shared", opts.ca_file)
+        tpl = _template(opts.ca_file)
         profile = wd / "profile"
-        shutil.copytree(tpl, profile)
+        shutil.copytree(tpl, profile, ignore=shutil.ignore_patterns(".complete"))
         p = prefs(opts, dns)
         (profile / "user.js").write_text(_user_js(p))
         wrapper = ns_wrapper(wd / "geckodriver.sh", dns.resolv_conf, [], drv)
