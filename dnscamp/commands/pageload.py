@@ -71,6 +71,15 @@ def pageload_command(
     if ca_file is not None and not ca_file.is_file():
         die(f"--ca-file: no such file: {ca_file}")
 
+    if not testbed_client and not os.environ.get("DNSCAMP_NETNS", "").startswith("dc-client-"):
+        # Testbed names and resolvers exist only inside the island: never ask the real ones.
+        for m in modes:
+            if str(m).split(":", 1)[-1] in dnsmode.ALIASES:
+                die(f"--dns {m}: a testbed resolver; use --testbed-client PROFILE")
+        for u in urls:
+            host = urlsplit(u).hostname or ""
+            if (host == "test" or host.endswith(".test")) and any(m.transport == "system" for m in modes):
+                die(f"URL {u}: a testbed site with the system resolver; use --testbed-client PROFILE")
     if testbed_client:
         ns = f"dc-client-{testbed_client}"
         if os.environ.get("DNSCAMP_NETNS") != ns:

@@ -173,3 +173,15 @@ def test_testbed_sites_from_a_local_vantage_are_setup_errors_at_once(tmp_path):
     recs = list(KIND.run(unit, RunContext(spool_dir=tmp_path, artifacts_dir=tmp_path)))
     assert len(recs) == 4 and {r.status for r in recs} == {"setup_error"}
     assert "testbed" in recs[0].error
+
+
+def test_cli_refuses_testbed_names_outside_the_testbed(monkeypatch):
+    from typer.testing import CliRunner
+
+    from dnscamp.cli import app
+
+    monkeypatch.delenv("DNSCAMP_NETNS", raising=False)
+    r = CliRunner().invoke(app, ["pageload", "https://www.single.test/"])
+    assert r.exit_code == 2 and "--testbed-client" in r.output
+    r = CliRunner().invoke(app, ["pageload", "--dns", "dot:isp", "https://example.org/"])
+    assert r.exit_code == 2 and "testbed resolver" in r.output
