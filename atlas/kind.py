@@ -33,6 +33,7 @@ class _AtlasKind:
     name = "atlas"
     params_model = AtlasParams
     where = "host"  # builds and removes its own probe namespaces
+    per_profile = False  # its probes have their own access links: once per vantage, not per profile
 
     def targets(self, params: BaseModel) -> list[str]:
         return ["offline"]

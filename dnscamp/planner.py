@@ -38,17 +38,23 @@ def plan(spec: CampaignSpec, run: str, targets_of=None) -> Plan:
     seed = spec.campaign.seed
     units: list[Unit] = []
     for v in spec.vantages:
-        for profile in v.network_profiles:
+        for i, profile in enumerate(v.network_profiles):
             vantage = Vantage(id=v.id, provider=v.provider, region=v.region, network_profile=profile)
             for kind_name in sorted(spec.kinds):
+                if not getattr(registry.get(kind_name), "per_profile", True):
+                    if i > 0:
+                        continue  # a kind that ignores the access profile runs once per vantage
+                    vantage_k = vantage.model_copy(update={"network_profile": None})
+                else:
+                    vantage_k = vantage
                 params = spec.params[kind_name]
                 for target in targets_of(kind_name, params):
                     for rep in range(spec.campaign.repetitions):
-                        uid = unit_id(v.id, profile, kind_name, target, rep)
+                        uid = unit_id(v.id, vantage_k.network_profile, kind_name, target, rep)
                         units.append(
                             Unit(
                                 id=uid, campaign=spec.campaign.name, run=run, kind=kind_name,
-                                vantage=vantage, target=target, repetition=rep,
+                                vantage=vantage_k, target=target, repetition=rep,
                                 params=params.model_dump(mode="json"),
                                 seed=int(hashlib.sha256(f"{seed}|{uid}".encode()).hexdigest()[:8], 16),
                             )  # fmt: skip

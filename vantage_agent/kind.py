@@ -6,6 +6,8 @@ A kind (ping, dns_query, page_load, link_check, atlas, ...) is a module-level ob
 - ``params_model``: a pydantic model validating the kind's table in the campaign spec
   (``[kinds.<name>]``);
 - ``targets(params) -> list[str]``: the values of the matrix's target axis for this kind;
+- ``per_profile`` (optional, default True): False for a kind that does not use the vantage's
+  access profile (it runs once per vantage, with ``network_profile`` None);
 - ``where``: ``"client"`` (run inside the vantage's client namespace, e.g. dc-client-fiber on
   the testbed) or ``"host"`` (run where the runner runs; for kinds that manage namespaces
   themselves);
