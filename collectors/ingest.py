@@ -34,6 +34,7 @@ from vantage_agent.records import RecordError, parse_line
 
 BATCH_BYTES = 8 << 20  # ~10,000-20,000 records per transaction
 READ_BYTES = 256 << 10
+ARTIFACTS = "artifacts"  # spool subdirectory for raw files kept beside the records
 
 
 @dataclass
@@ -57,7 +58,13 @@ def result_files(paths: Iterable[Path]) -> list[Path]:
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            out.extend(sorted(x for x in p.rglob("*") if x.is_file() and _is_result_file(x)))
+            # artifacts/ holds what is kept beside records (HAR files, raw Atlas JSON): not records.
+            out.extend(
+                sorted(
+                    x for x in p.rglob("*")
+                    if x.is_file() and _is_result_file(x) and ARTIFACTS not in x.relative_to(p).parts[:-1]
+                )
+            )  # fmt: skip
         elif p.is_file():
             out.append(p)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import psycopg
@@ -86,7 +87,8 @@ def gather(url: str, campaign: str, run: str | None = None) -> list[dict[str, An
 
 
 def render(sections: list[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
+    # Wide tables even when piped (make demo's output is read in logs, not only on a tty).
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     for s in sections:
         t = Table(title=s["title"], title_justify="left")
         for c in s["columns"]:

@@ -90,6 +90,8 @@ def test_gzip_and_directories(fresh_db, tmp_path):
         g.write((V1 / "ping.jsonl").read_text())
     (d / "ignored.txt").write_text("not a result file")
     (d / ".partial.jsonl.tmp").write_text("{")
+    (d / "artifacts").mkdir()
+    (d / "artifacts" / "raw-atlas.jsonl").write_text('{"not": "a record"}\n')  # kept beside records
     assert ingest([tmp_path / "spool"], fresh_db).as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
 
 
