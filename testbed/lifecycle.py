@@ -33,6 +33,7 @@ def describe() -> dict[str, Any]:
 def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = None, log=lambda m: None) -> dict[str, Any]:
     chosen = select(profile_names, load_profiles(extra_profiles))
     run_dir = testbed_dir()
+    topology.check_not_leased()  # a test session holds the island: do not pull it from under it
     with topology.ops_lock():
         st = topology.read_state(run_dir)
         if st and topology.is_up(run_dir):
@@ -54,5 +55,6 @@ def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = 
 
 
 def down(log=lambda m: None) -> dict[str, Any]:
+    topology.check_not_leased()
     with topology.ops_lock():
         return topology.teardown(testbed_dir(), log=log)

@@ -594,6 +594,7 @@ def teardown(run_dir: Path, log=lambda msg: None) -> dict[str, Any]:
     left = [ns for ns in island_namespaces()]
     if left:
         problems.append(f"namespaces left: {', '.join(left)}")
+    _remove_netns_etc(left)
     if not left:
         try:
             state_path(run_dir).unlink()
@@ -602,6 +603,18 @@ def teardown(run_dir: Path, log=lambda msg: None) -> dict[str, Any]:
     if removed:
         log(f"removed {len(removed)} namespaces")
     return {"removed": removed, "left": left, "problems": problems}
+
+
+def _remove_netns_etc(keep: list[str]) -> None:
+    """The servers write /etc/netns/<client ns>/resolv.conf (what `ip netns exec` shows as
+    /etc/resolv.conf); remove ours for every island namespace that is gone, also after a crash."""
+    etc = Path("/etc/netns")
+    if not etc.is_dir() or importlib.util.find_spec("testbed.services") is None:
+        return
+    from testbed.services import remove_client_resolv_conf
+
+    gone = [p.name for p in etc.glob(f"{plan.PREFIX}*") if ISLAND_NS_RE.match(p.name) and p.name not in keep]
+    remove_client_resolv_conf(gone)
 
 
 def is_up(run_dir: Path) -> bool:

@@ -35,6 +35,11 @@ def _assert_clean(before_root: dict) -> None:
     after = netns.root_snapshot()
     assert after == before_root, "the root namespace's addresses/routes/links changed"
     assert "dnscamp-linkem" not in _root_iptables()
+    from pathlib import Path
+
+    etc = Path("/etc/netns")
+    left_etc = [p.name for p in etc.glob("dc-*") if topology.ISLAND_NS_RE.match(p.name)] if etc.is_dir() else []
+    assert left_etc == [], f"/etc/netns entries left: {left_etc}"
 
 
 def _ping_all(pairs: list[tuple[str, str]]) -> list[str]:
