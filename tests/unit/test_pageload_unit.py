@@ -127,7 +127,7 @@ def test_metrics_and_body_round_trip_through_the_record_contract():
     res = LoadResult(url="https://www.site.test/js", browser="chromium", navigation=nav, resources=resources,
                      paint={"first-paint": 20.0, "first-contentful-paint": 21.0}, lcp_ms=30.0, versions={"browser_version": "156"})
     mode = dnsmode.parse("doq:isp")
-    stub = {"queries": 4, "failures": 0, "names": ["www.site.test", "h1.site.test"]}
+    stub = {"queries": 4, "failures": 0, "names": ["www.site.test", "h1.site.test"], "answered": ["www.site.test", "h1.site.test"]}
     body = body_of(res, mode, LoadOptions(), har_path="har/x.har", har_valid=True, stub_stats=stub, rtt={"10.53.1.1": 1.2}, order={"seed": 1})
     assert body.plt_ms == 55.5 and body.dns_lookups == 2 and body.unique_hostnames == 2
     assert body.protocols == {"h2": 1, "h3": 1} and body.dns_transport_verified is True
@@ -142,6 +142,17 @@ def test_verify_needs_page_names_in_the_stub():
     m = dnsmode.parse("doh3:isp")
     assert verify(m, ["www.site.test"], {"queries": 3, "failures": 0, "names": ["other.test"]})[0] is False
     assert verify(dnsmode.parse("system"), ["a"], None)[0] is None
+
+
+def test_verify_counts_a_failed_forward_only_when_a_page_name_stayed_unanswered():
+    m = dnsmode.parse("doq:isp")
+    retried = {"queries": 5, "failures": 1, "names": ["www.site.test", "h1.site.test"],
+               "answered": ["www.site.test", "h1.site.test"], "errors": ["Timeout: 5s"]}
+    ok, how = verify(m, ["www.site.test", "h1.site.test"], retried)
+    assert ok is True and "1 failed (Timeout: 5s)" in how
+    lost = dict(retried, answered=["www.site.test"])
+    ok, how = verify(m, ["www.site.test", "h1.site.test"], lost)
+    assert ok is False and "h1.site.test" in how
 
 
 def test_cli_rejects_bad_mode_with_exit_2():

@@ -50,6 +50,7 @@ class _Stats:
     overhead_us: list[float] = field(default_factory=list)
     upstream_us: list[float] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    answered: set[str] = field(default_factory=set)  # names the upstream answered over the transport
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -162,9 +163,12 @@ class Stub:
         t_out = time.perf_counter_ns()
         with self.s.lock:
             self.s.queries += 1
-            if q.question:
-                self.s.names.append(q.question[0].name.to_text().rstrip(".").lower())
+            qname = q.question[0].name.to_text().rstrip(".").lower() if q.question else None
+            if qname:
+                self.s.names.append(qname)
             if ok:
+                if qname:
+                    self.s.answered.add(qname)
                 self.s.overhead_us.append(((t_out - t_in) - (t_up1 - t_up0)) / 1000)
                 self.s.upstream_us.append((t_up1 - t_up0) / 1000)
             else:
@@ -249,6 +253,7 @@ class Stub:
                 "overhead_us_max": max(ov) if ov else None,
                 "upstream_us_p50": _pct(up, 50),
                 "names": sorted(set(self.s.names)),
+                "answered": sorted(self.s.answered),
                 "errors": self.s.errors[:5],
             }
 
