@@ -17,7 +17,6 @@ core, while the main process streams COPY into Postgres.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import zlib

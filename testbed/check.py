@@ -28,7 +28,6 @@ import asyncio
 import json
 import math
 import os
-import select
 import socket
 import struct
 import subprocess

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")

@@ -7,7 +7,7 @@ import pytest
 
 from vantage_agent import errors
 from vantage_agent.kind import Unit
-from vantage_agent.pageload import dnsmode, har, metrics
+from vantage_agent.pageload import dnsmode, har
 from vantage_agent.pageload.common import LoadOptions, LoadResult, classify_error_text, classify_exception
 from vantage_agent.pageload.kind import PageLoadParams, body_of, combinations, origins_for, verify
 from vantage_agent.records import BODIES, Vantage, parse_record

@@ -130,7 +130,7 @@ def test_zone_files_come_from_the_site_list(gen, tmp_path):
         assert f"{host.name}. 3600 IN A {host.address}" in files[host.zone].read_text()
     root = files["."].read_text()
     assert f"test. 3600 IN NS {dns_hierarchy.TLD_NS}." in root and "whoami" not in root
-    assert f"whoami.test. 3600 IN NS ns.whoami.test." in tld
+    assert "whoami.test. 3600 IN NS ns.whoami.test." in tld
 
 
 def test_write_is_skipped_when_unchanged(gen, tmp_path):

@@ -9,7 +9,6 @@ import socket
 import ssl
 import struct
 
-from vantage_agent import errors
 
 from . import _common as c
 from .policy import Policy

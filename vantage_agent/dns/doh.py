@@ -29,7 +29,6 @@ exists and libcurl owns the datagrams: ``wire_basis`` is ``unavailable``.
 from __future__ import annotations
 
 import base64
-import os
 import socket
 from urllib.parse import urlsplit
 

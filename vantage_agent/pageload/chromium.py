@@ -10,21 +10,18 @@ CDP Network events of the performance log.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from vantage_agent import errors
 from vantage_agent.pageload import har as harmod
+from vantage_agent.pageload import session
 from vantage_agent.pageload.common import (
     LoadOptions,
     LoadResult,
-    ca_stamp,
     classify_error_text,
     classify_exception,
-    descendants,
-    kill_survivors,
     init_nss,
     make_workdir,
     ns_wrapper,
@@ -33,7 +30,6 @@ from vantage_agent.pageload.common import (
     which,
 )
 from vantage_agent.pageload.dnsmode import DnsSetup
-from vantage_agent.pageload.metrics import COLLECT_JS
 
 NAME = "chromium"
 POLICY_DIR = "/etc/chromium/policies/managed"
@@ -140,69 +136,27 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
         o.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True, "enablePage": False})
         env = {"HOME": str(home), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
         svc = Service(executable_path=wrapper, env=env, log_output=str(wd / "chromedriver.log"))
-        try:
-            driver = webdriver.Chrome(service=svc, options=o)
-        except Exception as exc:  # noqa: BLE001 - translated at the boundary
-            e = classify_exception(exc)
-            res.status, res.error = errors.DriverError.status, f"driver start: {e.message}"
+        driver = session.start_driver(res, lambda: webdriver.Chrome(service=svc, options=o))
+        if driver is None:
             return res
         res.wall_ms["start"] = (time.monotonic() - t0) * 1000
-        driver.set_page_load_timeout(opts.timeout_s)
-        driver.set_script_timeout(10)
-        t1 = time.monotonic()
-        nav_exc: BaseException | None = None
-        try:
-            driver.get(url)
-        except Exception as exc:  # noqa: BLE001
-            nav_exc = exc
-        res.wall_ms["load"] = (time.monotonic() - t1) * 1000
-
+        nav_exc = session.navigate(driver, url, opts, res)
         events = _perf_events(driver)
         t2 = time.monotonic()
-        if nav_exc is not None:
-            e = classify_exception(nav_exc)
-            res.status, res.error = e.status, e.message
-            if e.status == errors.DriverError.status:
-                return res
-        try:
-            data = driver.execute_async_script(COLLECT_JS)
-        except Exception as exc:  # noqa: BLE001
-            if res.status == errors.OK:
-                e = classify_exception(exc)
-                res.status, res.error = e.status, f"collecting timings: {e.message}"
-            data = None
-        if data:
-            res.final_url = data.get("href")
-            res.navigation = data.get("navigation")
-            res.resources = data.get("resources") or []
-            res.paint = {p["name"]: p["startTime"] for p in data.get("paint") or []}
-            res.lcp_ms = data.get("lcp")
-            res.time_origin_ms = data.get("timeOrigin")
+        if nav_exc is not None and session.set_failure(res, classify_exception(nav_exc)):
+            return res
+        session.collect_timings(driver, res)
         main_err = _main_document_error(events, url)
         if res.status == errors.OK and (main_err or (res.final_url or "").startswith("chrome-error://")):
-            e = classify_error_text(main_err or f"error page for {url}")
-            res.status, res.error = e.status, e.message
+            session.set_failure(res, classify_error_text(main_err or f"error page for {url}"))
         if opts.har:
             res.har = harmod.from_cdp(events, url, res, creator_version=res.versions.get("browser_version", ""))
         res.wall_ms["collect"] = (time.monotonic() - t2) * 1000
         return res
     except Exception as exc:  # noqa: BLE001 - never escape: a record with a status instead
-        e = classify_exception(exc)
-        res.status, res.error = e.status, e.message
-        return res
+        return session.fail(res, exc)
     finally:
-        t3 = time.monotonic()
-        if driver is not None:
-            tree = descendants(getattr(getattr(driver.service, "process", None), "pid", None))
-            try:
-                driver.quit()
-            except Exception:  # noqa: BLE001 - the browser is gone already; the load is recorded
-                pass
-            kill_survivors(tree)
-        res.wall_ms["quit"] = (time.monotonic() - t3) * 1000
-        res.wall_ms["total"] = (time.monotonic() - t0) * 1000
-        if not opts.keep_profile:
-            shutil.rmtree(wd, ignore_errors=True)
+        session.finish(driver, res, opts, wd, t0)
 
 
 def _perf_events(driver: Any) -> list[dict[str, Any]]:

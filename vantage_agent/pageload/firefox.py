@@ -21,14 +21,12 @@ from typing import Any
 
 from vantage_agent import errors
 from vantage_agent.pageload import har as harmod
+from vantage_agent.pageload import session
 from vantage_agent.pageload.common import (
     LoadOptions,
     LoadResult,
-    ca_stamp,
     classify_error_text,
     classify_exception,
-    descendants,
-    kill_survivors,
     init_nss,
     make_workdir,
     ns_wrapper,
@@ -37,7 +35,6 @@ from vantage_agent.pageload.common import (
     which,
 )
 from vantage_agent.pageload.dnsmode import DnsSetup
-from vantage_agent.pageload.metrics import COLLECT_JS
 from vantage_agent.paths import bin_dir
 
 NAME = "firefox"
@@ -277,11 +274,8 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
             o.enable_bidi = True
         env = {"HOME": str(wd), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "MOZ_HEADLESS": "1"}
         svc = Service(executable_path=wrapper, env=env, log_output=str(wd / "geckodriver.log"))
-        try:
-            driver = webdriver.Firefox(service=svc, options=o)
-        except Exception as exc:  # noqa: BLE001 - translated at the boundary
-            e = classify_exception(exc)
-            res.status, res.error = errors.DriverError.status, f"driver start: {e.message}"
+        driver = session.start_driver(res, lambda: webdriver.Firefox(service=svc, options=o))
+        if driver is None:
             return res
         res.wall_ms["start"] = (time.monotonic() - t0) * 1000
         rec = _BidiRecorder()
@@ -290,15 +284,7 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
                 rec.attach(driver)
             except Exception:  # noqa: BLE001 - HAR falls back to Resource Timing
                 rec.ok = False
-        driver.set_page_load_timeout(opts.timeout_s)
-        driver.set_script_timeout(10)
-        t1 = time.monotonic()
-        nav_exc: BaseException | None = None
-        try:
-            driver.get(url)
-        except Exception as exc:  # noqa: BLE001
-            nav_exc = exc
-        res.wall_ms["load"] = (time.monotonic() - t1) * 1000
+        nav_exc = session.navigate(driver, url, opts, res)
         t2 = time.monotonic()
         if nav_exc is not None:
             msg = getattr(nav_exc, "msg", None) or str(nav_exc)
@@ -306,26 +292,11 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
                 e = classify_error_text(msg.strip().splitlines()[0])
             else:
                 e = classify_exception(nav_exc)
-            res.status, res.error = e.status, e.message
-            if e.status == errors.DriverError.status:
+            if session.set_failure(res, e):
                 return res
-        try:
-            data = driver.execute_async_script(COLLECT_JS)
-        except Exception as exc:  # noqa: BLE001
-            if res.status == errors.OK:
-                e = classify_exception(exc)
-                res.status, res.error = e.status, f"collecting timings: {e.message}"
-            data = None
-        if data:
-            res.final_url = data.get("href")
-            res.navigation = data.get("navigation")
-            res.resources = data.get("resources") or []
-            res.paint = {q["name"]: q["startTime"] for q in data.get("paint") or []}
-            res.lcp_ms = data.get("lcp")
-            res.time_origin_ms = data.get("timeOrigin")
+        session.collect_timings(driver, res)
         if res.status == errors.OK and (res.final_url or "").startswith("about:neterror"):
-            e = classify_error_text(res.final_url or "")
-            res.status, res.error = e.status, e.message
+            session.set_failure(res, classify_error_text(res.final_url or ""))
         if opts.har:
             bv = res.versions.get("browser_version", "")
             if rec.ok:
@@ -337,28 +308,21 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
         res.wall_ms["collect"] = (time.monotonic() - t2) * 1000
         return res
     except Exception as exc:  # noqa: BLE001 - never escape: a record with a status instead
-        e = classify_exception(exc)
-        res.status, res.error = e.status, e.message
-        return res
+        return session.fail(res, exc)
     finally:
-        t3 = time.monotonic()
-        if driver is not None:
-            tree = descendants(getattr(getattr(driver.service, "process", None), "pid", None))
-            # Selenium's BiDi close joins its websocket thread for up to 10 s when the socket
-            # lingers: detach it, quit, then close the socket without waiting.
-            ws = getattr(driver, "_websocket_connection", None)
-            driver._websocket_connection = None
+        session.finish(driver, res, opts, wd, t0, quit_=_quit)
+
+
+def _quit(driver: Any) -> None:
+    """Selenium's BiDi close joins its websocket thread for up to 10 s when the socket
+    lingers: detach it, quit, then close the socket without waiting."""
+    ws = getattr(driver, "_websocket_connection", None)
+    driver._websocket_connection = None
+    try:
+        driver.quit()
+    finally:
+        if ws is not None and getattr(ws, "_ws", None) is not None:
             try:
-                driver.quit()
-            except Exception:  # noqa: BLE001 - the browser is gone already; the load is recorded
+                ws._ws.close()
+            except Exception:  # noqa: BLE001 - already closed with the browser
                 pass
-            if ws is not None and getattr(ws, "_ws", None) is not None:
-                try:
-                    ws._ws.close()
-                except Exception:  # noqa: BLE001 - already closed with the browser
-                    pass
-            kill_survivors(tree)
-        res.wall_ms["quit"] = (time.monotonic() - t3) * 1000
-        res.wall_ms["total"] = (time.monotonic() - t0) * 1000
-        if not opts.keep_profile:
-            shutil.rmtree(wd, ignore_errors=True)
