@@ -83,8 +83,26 @@ def inner(profile: str, k: int) -> dict:
                 "rtt_multiple_p50": round(_median(mult), 3) if mult else None,
                 "exchange_multiple_p50": round(_median(exch), 3) if exch else None,
                 "ip_bytes_p50": _median(byts), "packets_p50": _median(pkts),
+                # where the time goes beyond whole round trips (ms, medians over ok queries)
+                "phases_ms_p50": _phases(ok),
             }
     return out
+
+
+def _phases(ok: list) -> dict:
+    """Median connect / handshake / handshake-to-send gap / exchange times in ms."""
+
+    def ms(a, b):
+        return None if a is None or b is None else (b - a) / 1e6
+
+    cols = {
+        "connect": [ms(r.t_start, r.t_connected) for r in ok],
+        "handshake": [ms(r.t_connected or r.t_start, r.t_tls_done) for r in ok],
+        "gap": [ms(r.t_tls_done, r.t_query_sent) for r in ok],
+        "exchange": [ms(r.t_query_sent, r.t_response) for r in ok],
+    }
+    return {k: round(_median([x for x in v if x is not None]), 2) if any(x is not None for x in v) else None
+            for k, v in cols.items()}
 
 
 def main() -> int:
@@ -141,6 +159,19 @@ def main() -> int:
             notes = f"ok {s['ok']}/{s['n']} reused {s['reused']} resumed {s['resumed']} 0rtt {s['early_data']}"
             print(f"{prof:<7} {key:<16} {m if m is not None else '-':>9} {s['exchange_multiple_p50'] or '-':>9} "
                   f"{target or '-':>7} {s['ip_bytes_p50'] or '-':>7} {s['packets_p50'] or '-':>5}  {notes}{'  ABOVE TARGET' if bad else ''}")
+    print()
+    print("fresh connections, median phases in ms (connect / handshake / gap to query / exchange) and each")
+    print("the excess of their sum over the round trips the transport needs (DoT/DoH 3, DoQ/DoH3 2):")
+    for prof, r in results.items():
+        rtt = r["rtt_ms"]
+        for key, s in r["results"].items():
+            ph = s.get("phases_ms_p50") or {}
+            if not key.endswith("/fresh") or ph.get("handshake") is None:
+                continue
+            parts = [f"{ph.get(k) if ph.get(k) is not None else '-':>6}" for k in ("connect", "handshake", "gap", "exchange")]
+            trips = 2 if key.startswith(("doq", "doh3")) else 3  # QUIC: handshake + exchange
+            excess = sum(v for v in ph.values() if v is not None) - trips * rtt
+            print(f"{prof:<7} {key:<16} {' '.join(parts)}   excess {excess:.2f} ms = {excess / rtt:.3f} RTT")
     print(json.dumps({"profiles": results, "targets_missed": failures}))
     return 0
 
