@@ -270,3 +270,16 @@ def test_kind_params():
         DnsQueryParams()
     with pytest.raises(ValidationError):
         DnsQueryParams(names=["a.test"], colour="red")
+
+
+def test_doq_client_hello_offers_one_key_share():
+    """Real QUIC clients send one key share; aioquic's default generates four."""
+    from aioquic.quic.configuration import QuicConfiguration
+
+    from vantage_agent.dns.doq import _OneKeyShareConnection
+
+    quic = _OneKeyShareConnection(configuration=QuicConfiguration(is_client=True, alpn_protocols=["doq"], server_name="x.test"))
+    quic.connect(("127.0.0.1", 853), now=0.0)
+    assert quic.datagrams_to_send(now=0.0), "no Initial built"
+    assert quic.tls._x25519_private_key is not None
+    assert quic.tls._x448_private_key is None and quic.tls._ec_private_keys == []
