@@ -160,7 +160,7 @@ def main() -> int:
             print(f"{prof:<7} {key:<16} {m if m is not None else '-':>9} {s['exchange_multiple_p50'] or '-':>9} "
                   f"{target or '-':>7} {s['ip_bytes_p50'] or '-':>7} {s['packets_p50'] or '-':>5}  {notes}{'  ABOVE TARGET' if bad else ''}")
     print()
-    print("fresh connections, median phases in ms (connect / handshake / gap to query / exchange) and each")
+    print("fresh connections: median phases in ms (connect / handshake / gap to query / exchange) and")
     print("the excess of their sum over the round trips the transport needs (DoT/DoH 3, DoQ/DoH3 2):")
     for prof, r in results.items():
         rtt = r["rtt_ms"]
