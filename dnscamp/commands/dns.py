@@ -39,7 +39,9 @@ def dns_command(
     timeout: float = typer.Option(5.0, "--timeout", help="Query timeout in s (per attempt for Do53/UDP; resolv.conf default 5)."),
     attempts: int = typer.Option(2, "--attempts", min=1, help="Do53/UDP attempts (resolv.conf default 2)."),
     idle_timeout: float = typer.Option(10.0, "--idle-timeout", help="Idle timeout of a reused connection in s."),
-    doh_method: str = typer.Option("POST", "--doh-method", help="DoH/DoH3 request method: POST or GET."),
+    doh_method: Optional[str] = typer.Option(
+        None, "--doh-method", help="DoH/DoH3 request method: POST or GET (default: POST for doh, GET for doh3)."
+    ),
     testbed_client: Optional[str] = typer.Option(
         None, "--testbed-client", help="Run inside the testbed client namespace of this access profile (e.g. fiber)."
     ),
@@ -63,7 +65,7 @@ def dns_command(
             die(f"--transport: unknown transport {t!r} (known: {', '.join(registry.names())})")
     try:
         pol = Policy(policy, idle_timeout)  # type: ignore[arg-type]
-        opts = QueryOptions(timeout_s=timeout, attempts=attempts, doh_method=doh_method.upper())
+        opts = QueryOptions(timeout_s=timeout, attempts=attempts, doh_method=doh_method.upper() if doh_method else None)
     except ValueError as exc:
         die(f"--policy/--timeout/--doh-method: {exc}")
     if bool(name) == bool(names_file):

@@ -147,6 +147,13 @@ def test_doh_method_and_txid_zero(servers, transport, method):
     assert all(t.http_status == 200 for t in res)
 
 
+@pytest.mark.parametrize("transport,expected", [("doh", "POST"), ("doh3", "GET")])
+def test_doh_default_method_is_sent_and_recorded(servers, transport, expected):
+    res, stats = _queries(servers, transport, "fresh", ["a.example.test."])
+    assert [t.status for t in res] == ["ok"]
+    assert stats.methods == [expected] and res[0].http_method == expected
+
+
 @pytest.mark.parametrize("transport", ALL)
 def test_nxdomain_is_an_rcode_not_an_error(servers, transport):
     (t,), _ = _queries(servers, transport, "fresh", ["nx.example.test."])

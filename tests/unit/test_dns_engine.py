@@ -47,9 +47,20 @@ def test_policy_rejects_unknown():
 
 def test_query_options_defaults_are_resolv_conf():
     o = c.QueryOptions()
-    assert (o.timeout_s, o.attempts, o.doh_method) == (5.0, 2, "POST")  # 004 §2; 002 §3.1.2
+    assert (o.timeout_s, o.attempts) == (5.0, 2)  # 004 §2
+    assert o.doh_method is None  # the transport's default, next test
     with pytest.raises(ValueError):
         c.QueryOptions(attempts=0)
+
+
+def test_doh_default_method_per_transport():
+    # doh: POST as 002 §3.1.2; doh3: GET, so that libcurl/ngtcp2 do not pace the body behind the
+    # handshake (doh3.py)
+    from vantage_agent.dns import doh, doh3
+
+    assert (doh.Client.default_method, doh3.Client.default_method) == ("POST", "GET")
+    with pytest.raises(ValueError):
+        c.QueryOptions(doh_method="PUT")
 
 
 # -- result type and body ------------------------------------------------------------------------

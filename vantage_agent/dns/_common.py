@@ -47,7 +47,9 @@ class QueryOptions:
 
     timeout_s: float = 5.0  # resolv.conf default timeout (004_9d5842b322ef90bc.txt §2)
     attempts: int = 2  # resolv.conf default attempts (Do53/UDP retries only)
-    doh_method: str = "POST"  # POST (002_6fa4cf280535d36b.txt §3.1.2) or GET
+    # POST or GET; None = the transport's default (doh: POST as 002_6fa4cf280535d36b.txt
+    # §3.1.2; doh3: GET, see doh3.py for why)
+    doh_method: str | None = None
     edns_payload: int = 1232
 
     def __post_init__(self) -> None:
@@ -55,7 +57,7 @@ class QueryOptions:
             raise ValueError("timeout must be > 0")
         if self.attempts < 1:
             raise ValueError("attempts must be >= 1")
-        if self.doh_method not in ("POST", "GET"):
+        if self.doh_method not in (None, "POST", "GET"):
             raise ValueError("doh_method must be POST or GET")
 
 

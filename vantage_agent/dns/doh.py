@@ -1,5 +1,5 @@
 """DoH: DNS over HTTPS (RFC 8484) with libcurl (pycurl), HTTP/2, POST (default, as
-002_6fa4cf280535d36b.txt §3.1.2) or GET, ``application/dns-message``, transaction id 0 (RFC 8484
+002_6fa4cf280535d36b.txt §3.1.2) or GET (``QueryOptions.doh_method``), ``application/dns-message``, transaction id 0 (RFC 8484
 §4.1, as browsers do). ``doh3`` reuses this driver with HTTP/3 only.
 
 Timestamps: ``t_start`` is stamped by us right before ``perform()``, ``t_response`` by us in the
@@ -54,6 +54,7 @@ class Client:
     transport = "doh"
     http_version = pycurl.CURL_HTTP_VERSION_2TLS
     udp = False
+    default_method = "POST"  # when QueryOptions.doh_method is None (002_6fa4cf280535d36b.txt §3.1.2)
 
     def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
         if not endpoint.url:
@@ -169,7 +170,8 @@ class Client:
         self._t_last = None
         self._hs_counts = None
         self._after_counts = None
-        if opt.doh_method == "GET":
+        method = opt.doh_method or self.default_method
+        if method == "GET":
             b64 = base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
             sep = "&" if "?" in ep.url else "?"
             h.setopt(pycurl.HTTPGET, 1)
@@ -189,7 +191,7 @@ class Client:
         before = c.tcp_counts(self._last_fd) if (may_reuse and self._last_fd is not None and not self.udp) else None
         base = DnsTiming(
             transport=self.transport, address=ep.address, port=self._port, qname=qname, qtype=qtype,
-            policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, http_method=opt.doh_method,
+            policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, http_method=method,
             wire_basis="unavailable" if self.udp else "tcp_info",
         )
         t0 = c.now()

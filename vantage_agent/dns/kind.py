@@ -46,7 +46,7 @@ class DnsQueryParams(BaseModel):
     count: int = Field(1, ge=1, le=10000)
     timeout_s: float = Field(5.0, gt=0)
     attempts: int = Field(2, ge=1, le=10)
-    doh_method: Literal["POST", "GET"] = "POST"
+    doh_method: Literal["POST", "GET"] | None = None  # None: POST for doh, GET for doh3 (docs/dns.md)
 
     @field_validator("transports")
     @classmethod
