@@ -102,3 +102,21 @@ def test_records_carry_the_vantage_and_rtt(warm, tmp_path):
     rec = json.loads(f.read_text().splitlines()[0])
     assert rec["vantage"]["network_profile"] == "4g" and rec["env"]["netns"] == "dc-client-4g"
     assert rec["body"]["access_rtt_ms"] > 50
+
+
+def test_doh3_bytes_counted_from_the_namespace_interfaces(warm, tmp_path):
+    # libcurl owns DoH3's UDP socket; in a testbed client namespace the interface counters
+    # stand in (wire_basis netdev_count, docs/dns.md). A client Initial is padded to >= 1,200 B
+    # of UDP payload (RFC 9000 §14.1), so a fresh handshake sends at least that much.
+    p = dnscamp("dns", "--testbed-client", "fiber", "-r", "testbed-isp", "-t", "doh3", "--policy", "fresh",
+                "-n", NAME, "--count", "2", "--json", env={"DNSCAMP_SPOOL": str(tmp_path)})
+    assert json.loads(p.stdout)["doh3"]["ok"] == 2
+    (f,) = list(tmp_path.rglob("*.jsonl"))
+    bodies = [json.loads(line)["body"] for line in f.read_text().splitlines()]
+    assert len(bodies) == 2
+    for b in bodies:
+        assert b["wire_basis"] == "netdev_count" and b["http_method"] == "GET", b
+        assert b["handshake_bytes_sent"] >= 1200 and b["handshake_packets_sent"] >= 1, b
+        assert b["handshake_bytes_received"] > 0 and b["handshake_packets_received"] >= 1, b
+        assert b["query_bytes_sent"] > 0 and b["query_bytes_received"] > 0, b
+        assert b["query_packets_received"] >= 1, b

@@ -294,3 +294,23 @@ def test_doq_client_hello_offers_one_key_share():
     assert quic.datagrams_to_send(now=0.0), "no Initial built"
     assert quic.tls._x25519_private_key is not None
     assert quic.tls._x448_private_key is None and quic.tls._ec_private_keys == []
+
+
+def test_netdev_counts_and_udp_payload(monkeypatch):
+    import builtins
+    import io
+
+    text = (b"Inter-|   Receive                                                |  Transmit\n"
+            b" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+            b"    lo:    9000      90    0    0    0     0          0         0     9000      90    0    0    0     0       0          0\n"
+            b"  eth0:    1542       3    0    0    0     0          0         0     2500       2    0    0    0     0       0          0\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: io.BytesIO(text) if p == "/proc/net/dev" else real_open(p, *a, **k))
+    frames = c.netdev_counts()
+    assert frames == WireCount(2500, 1542, 2, 3)  # loopback left out
+    assert c.udp_payload(frames, socket.AF_INET) == WireCount(2500 - 2 * 42, 1542 - 3 * 42, 2, 3)
+    assert c.udp_payload(frames, socket.AF_INET6).bytes_sent == 2500 - 2 * 62
+    monkeypatch.setenv("DNSCAMP_NETNS", "dc-client-fiber")
+    assert c.owns_testbed_namespace()
+    monkeypatch.setenv("DNSCAMP_NETNS", "")
+    assert not c.owns_testbed_namespace()

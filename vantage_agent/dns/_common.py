@@ -257,6 +257,45 @@ def tcp_counts(sock: socket.socket | int) -> WireCount | None:
     return WireCount(max(acked - 1, 0), received, segs_out, segs_in)
 
 
+def netdev_counts() -> WireCount | None:
+    """Frames and bytes on every non-loopback interface of this network namespace
+    (``/proc/net/dev``, tx as sent, rx as received). Only meaningful where the measurement owns
+    the namespace: a testbed client (``DNSCAMP_NETNS=dc-client-*``) runs one query at a time."""
+    try:
+        with open("/proc/net/dev", "rb") as f:
+            lines = f.read().split(b"\n")[2:]
+    except OSError:
+        return None
+    rb = rp = tb = tp = 0
+    for line in lines:
+        name, sep, rest = line.partition(b":")
+        if not sep or name.strip() == b"lo":
+            continue
+        v = rest.split()
+        rb += int(v[0])
+        rp += int(v[1])
+        tb += int(v[8])
+        tp += int(v[9])
+    return WireCount(tb, rb, tp, rp)
+
+
+def owns_testbed_namespace() -> bool:
+    """True inside a dnscamp testbed client namespace (set by the runner / ``--testbed-client``)."""
+    return os.environ.get("DNSCAMP_NETNS", "").startswith("dc-client-")
+
+
+def udp_payload(frames: WireCount, family: int) -> WireCount:
+    """Layer-4 (UDP payload) bytes from Ethernet frame counts: minus Ethernet (14 B), IP (20 B
+    IPv4 / 40 B IPv6) and UDP (8 B) headers per frame."""
+    hdr = 14 + (40 if family == socket.AF_INET6 else 20) + 8
+    return WireCount(
+        max(frames.bytes_sent - hdr * frames.packets_sent, 0),
+        max(frames.bytes_received - hdr * frames.packets_received, 0),
+        frames.packets_sent,
+        frames.packets_received,
+    )
+
+
 def tcp_socket(family: int) -> socket.socket:
     s = socket.socket(family, socket.SOCK_STREAM)
     # Nagle + delayed ACK add ~40 ms to small writes on loopback (TOOLCHAIN.md): off.

@@ -23,7 +23,9 @@ from libcurl's verbose lines (``SSL connection using ...``, ``ALPN: server accep
 Bytes/packets: we open the TCP socket ourselves (``OPENSOCKETFUNCTION``, TCP_NODELAY) and read
 the kernel's TCP_INFO counters when the request is about to go out (``PREREQFUNCTION``:
 end of handshake) and after the response. For HTTP/3 (UDP) no per-socket kernel counter
-exists and libcurl owns the datagrams: ``wire_basis`` is ``unavailable``.
+exists and libcurl owns the datagrams: in a testbed client namespace the namespace's interface
+counters are read at the same three points (``wire_basis`` ``netdev_count``, converted to UDP
+payload bytes); elsewhere ``wire_basis`` is ``unavailable``.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class Client:
         self._hs_counts: WireCount | None = None
         self._after_counts: WireCount | None = None
         self._share: pycurl.CurlShare | None = None
+        # DoH3: libcurl owns the UDP socket and Linux keeps no per-socket UDP counters; in a
+        # testbed client namespace (one query at a time) the interface counters stand in.
+        self._netdev = self.udp and c.owns_testbed_namespace()
         if self.policy.resumes:
             # libcurl keeps TLS sessions (and QUIC 0-RTT tickets) in a share's session cache.
             self._share = pycurl.CurlShare()
@@ -114,14 +119,18 @@ class Client:
         return s
 
     def _prereq(self, conn_primary_ip: str, conn_local_ip: str, conn_primary_port: int, conn_local_port: int) -> int:
-        if self._new_socks and not self.udp:
+        if self._netdev:
+            self._hs_counts = c.netdev_counts()
+        elif self._new_socks and not self.udp:
             self._hs_counts = c.tcp_counts(self._new_socks[-1])
         return pycurl.PREREQFUNC_OK
 
     def _write(self, data: bytes) -> None:
         self._t_last = c.now()
         self._body += data
-        if not self.udp:
+        if self._netdev:
+            self._after_counts = c.netdev_counts()
+        elif not self.udp:
             sock = self._new_socks[-1] if self._new_socks else self._last_fd
             if sock is not None:
                 self._after_counts = c.tcp_counts(sock)
@@ -192,8 +201,10 @@ class Client:
         base = DnsTiming(
             transport=self.transport, address=ep.address, port=self._port, qname=qname, qtype=qtype,
             policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, http_method=method,
-            wire_basis="unavailable" if self.udp else "tcp_info",
+            wire_basis=("netdev_count" if self._netdev else "unavailable") if self.udp else "tcp_info",
         )
+        if self._netdev:
+            before = c.netdev_counts()
         t0 = c.now()
         base = base.replace(t_start=t0)
         try:
@@ -208,7 +219,13 @@ class Client:
         new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
         res = self._phases(base, h, t0).replace(t_response=t_resp, connection_reused=not new_conn)
         fd = h.getinfo(pycurl.ACTIVESOCKET)
-        if not self.udp:
+        if self._netdev and None not in (before, self._hs_counts, self._after_counts):
+            fam = c.family_of(ep.address)
+            res = res.replace(
+                handshake=c.udp_payload(self._hs_counts - before, fam) if new_conn else None,
+                query=c.udp_payload(self._after_counts - (self._hs_counts if new_conn else before), fam),
+            )
+        elif not self.udp:
             after = self._after_counts
             start = self._hs_counts if new_conn else before
             res = res.replace(

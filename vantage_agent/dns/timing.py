@@ -20,7 +20,9 @@ and the query (from then until ``t_response``), per direction. ``wire_basis`` sa
 were obtained: ``tcp_info`` (kernel per-socket counters ``tcpi_bytes_acked`` /
 ``tcpi_bytes_received`` / ``tcpi_segs_out`` / ``tcpi_segs_in``: TCP payload bytes and all
 segments incl. SYN and pure ACKs), ``udp_count`` (datagrams and UDP payload bytes counted by
-us at send/recv), ``quic_count`` (QUIC datagrams counted by us) or ``unavailable``.
+us at send/recv), ``quic_count`` (QUIC datagrams counted by us), ``netdev_count`` (DoH3 in a
+testbed client namespace: the namespace's interface counters, headers subtracted) or
+``unavailable``.
 Bytes are layer-4 payload bytes; add the IP/UDP/TCP headers per packet for on-the-wire bytes
 (the view does it).
 """

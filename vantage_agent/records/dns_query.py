@@ -50,7 +50,7 @@ class DnsQueryBody(Frozen):
     rcode: str | None = Field(None, description="DNS rcode text (NOERROR, NXDOMAIN, ...); null if no response.")
     answers: list[str] = Field(default_factory=list, description="Answer RRs as presentation text.")
     response_size: int | None = Field(None, ge=0, description="DNS response message size in bytes.")
-    wire_basis: Literal["tcp_info", "udp_count", "quic_count", "unavailable"] = Field(
+    wire_basis: Literal["tcp_info", "udp_count", "quic_count", "netdev_count", "unavailable"] = Field(
         description="How bytes/packets were obtained (docs/dns.md)."
     )
     handshake_bytes_sent: int | None = Field(None, ge=0)
