@@ -76,5 +76,6 @@ SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.ne
                           + COALESCE((d.body ->> 'handshake_packets_received')::int, 0)
                           + (d.body ->> 'query_packets_sent')::int + (d.body ->> 'query_packets_received')::int)
          AS total_ip_bytes,
-       d.env -> 'dns' AS tool_versions
+       d.env -> 'dns' AS tool_versions,
+       (d.body ->> 'cache_warmed')::boolean AS cache_warmed
 FROM d;

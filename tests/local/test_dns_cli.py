@@ -118,6 +118,31 @@ def test_kind_runs_a_unit(servers):
     assert rec.status == "setup_error" and "nosuch" in rec.error
 
 
+@pytest.mark.parametrize("warm,has_do53", [(True, True), (False, True), (True, False)])
+def test_kind_warms_the_resolver_cache_untimed(servers, warm, has_do53):
+    # One unit times one transport; the resolver's cache is shared, so each unit first resolves
+    # its names once (Do53 if offered, else its own transport), untimed and unrecorded.
+    from vantage_agent.dns.kind import KIND, DnsQueryParams
+    from vantage_agent.kind import RunContext, Unit
+    from vantage_agent.records import Vantage
+
+    info = _testbed_info(servers)
+    if not has_do53:
+        del info["resolvers"][0]["endpoints"]["do53"]
+    params = DnsQueryParams(resolvers=["loopback-fake"], transports=["doq"], names=["w1.example.test", "w2.example.test"],
+                            count=2, warm_cache=warm)
+    unit = Unit(id="uw", campaign="c", run="r", kind="dns_query", vantage=Vantage(id="tb", provider="testbed", network_profile="fiber"),
+                target="loopback-fake/doq", repetition=0, params=params.model_dump(), seed=3)
+    ctx = RunContext(spool_dir=Path("/nonexistent"), artifacts_dir=Path("/nonexistent"), testbed=info)
+    udp0, doq0 = servers.udp.stats.queries, servers.doq.stats.queries
+    recs = list(KIND.run(unit, ctx))
+    assert len(recs) == 4 and all(r.status == "ok" for r in recs)  # the warm-up is not recorded
+    assert {r.body["cache_warmed"] for r in recs} == ({True} if warm else {None})
+    warm_do53, warm_doq = (2, 0) if (warm and has_do53) else (0, 2) if warm else (0, 0)
+    assert servers.udp.stats.queries - udp0 == warm_do53
+    assert servers.doq.stats.queries - doq0 == 4 + warm_doq
+
+
 def test_view_derives_durations(env, tmp_path, fresh_db):
     from collectors.ingest import ingest
 
@@ -130,6 +155,8 @@ def test_view_derives_durations(env, tmp_path, fresh_db):
             "SELECT transport, connection_reused, connect_ms, handshake_ms, exchange_ms, total_ms, total_rtt_multiple,"
             " total_bytes, total_packets, total_ip_bytes FROM v_dns_query ORDER BY transport, sequence"
         ).fetchall()
+        warmed = c.execute("SELECT DISTINCT cache_warmed FROM v_dns_query").fetchall()
+    assert warmed == [(None,)]  # the CLI never warms the cache (a campaign unit does)
     assert len(rows) == 6
     for tr, reused, conn, hs, exch, total, mult, b, pk, ipb in rows:
         assert exch > 0 and total >= exch and mult == pytest.approx(total)

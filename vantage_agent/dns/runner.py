@@ -32,7 +32,7 @@ def tool_versions() -> dict[str, str]:
 
 
 def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOptions, sequence: int = 0,
-         access_rtt_ms: float | None = None) -> DnsQueryBody:
+         access_rtt_ms: float | None = None, cache_warmed: bool | None = None) -> DnsQueryBody:
     hs, q = t.handshake, t.query
     return DnsQueryBody(
         resolver=endpoint.resolver, transport=t.transport, address=t.address, port=t.port,
@@ -52,7 +52,7 @@ def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOpti
         handshake_packets_sent=hs.packets_sent if hs else None, handshake_packets_received=hs.packets_received if hs else None,
         query_bytes_sent=q.bytes_sent if q else None, query_bytes_received=q.bytes_received if q else None,
         query_packets_sent=q.packets_sent if q else None, query_packets_received=q.packets_received if q else None,
-        access_rtt_ms=access_rtt_ms,
+        access_rtt_ms=access_rtt_ms, cache_warmed=cache_warmed,
     )
 
 

@@ -64,6 +64,11 @@ class DnsQueryBody(Frozen):
     access_rtt_ms: float | None = Field(
         None, gt=0, description="Configured access-link RTT of the client (testbed), for RTT multiples."
     )
+    cache_warmed: bool | None = Field(
+        None,
+        description="The unit first resolved each of its names once, untimed, at the same resolver "
+        "(warm_cache); null when not asked (CLI, warm_cache = false).",
+    )
 
     @model_validator(mode="after")
     def _phases(self) -> "DnsQueryBody":
