@@ -1,6 +1,7 @@
 """DoH: DNS over HTTPS (RFC 8484) with libcurl (pycurl), HTTP/2, POST (default, as
-002_6fa4cf280535d36b.txt §3.1.2) or GET (``QueryOptions.doh_method``), ``application/dns-message``, transaction id 0 (RFC 8484
-§4.1, as browsers do). ``doh3`` reuses this driver with HTTP/3 only.
+002_6fa4cf280535d36b.txt §3.1.2) or GET (``QueryOptions.doh_method``),
+``application/dns-message``, transaction id 0 (RFC 8484 §4.1, as browsers do). ``doh3``
+reuses this driver with HTTP/3 only (and GET by default: see doh3.py).
 
 Timestamps: ``t_start`` is stamped by us right before ``perform()``, ``t_response`` by us in the
 write callback when the last byte of the DNS message arrives. libcurl does not expose its

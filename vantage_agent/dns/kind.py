@@ -143,9 +143,14 @@ class _DnsQueryKind:
 def _warm(transport: str, endpoint, names: list[str], params: DnsQueryParams, options: QueryOptions) -> bool:
     """Resolve every name once, untimed and unrecorded, so that the timed queries find the
     resolver's cache warm; True when every warm-up query got a DNS answer (any rcode)."""
-    client = registry.client(transport, endpoint, Policy("reuse", params.idle_timeout_s), options)
+    try:
+        client = registry.client(transport, endpoint, Policy("reuse", params.idle_timeout_s), options)
+    except Exception:  # noqa: BLE001 - a failed warm-up is recorded as cache_warmed false, never fatal
+        return False
     try:
         return all(client.query(n, params.qtype).rcode is not None for n in names)
+    except Exception:  # noqa: BLE001 - as above
+        return False
     finally:
         client.close()
 
