@@ -143,6 +143,24 @@ def test_kind_warms_the_resolver_cache_untimed(servers, warm, has_do53):
     assert servers.doq.stats.queries - doq0 == 4 + warm_doq
 
 
+def test_kind_warm_up_goes_on_past_a_failed_name(servers):
+    # a name that gets no answer marks the unit cache_warmed false but still warms the others
+    from vantage_agent.dns.kind import KIND, DnsQueryParams
+    from vantage_agent.kind import RunContext, Unit
+    from vantage_agent.records import Vantage
+
+    params = DnsQueryParams(resolvers=["loopback-fake"], transports=["doq"], names=["drop.example.test", "w3.example.test"],
+                            count=1, timeout_s=0.3, attempts=1)
+    unit = Unit(id="ud", campaign="c", run="r", kind="dns_query", vantage=Vantage(id="tb", provider="testbed", network_profile="fiber"),
+                target="loopback-fake/doq", repetition=0, params=params.model_dump(), seed=0)  # seed 0 plans drop. first
+    ctx = RunContext(spool_dir=Path("/nonexistent"), artifacts_dir=Path("/nonexistent"), testbed=_testbed_info(servers))
+    udp0 = servers.udp.stats.queries
+    recs = list(KIND.run(unit, ctx))
+    assert servers.udp.stats.queries - udp0 == 2  # both names sent, though drop. came first
+    assert {r.body["cache_warmed"] for r in recs} == {False}
+    assert sorted(r.status for r in recs) == ["ok", "timeout"]  # the timed queries are recorded either way
+
+
 def test_view_derives_durations(env, tmp_path, fresh_db):
     from collectors.ingest import ingest
 

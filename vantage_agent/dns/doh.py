@@ -120,8 +120,8 @@ class Client:
         return s
 
     def _prereq(self, conn_primary_ip: str, conn_local_ip: str, conn_primary_port: int, conn_local_port: int) -> int:
-        if self._netdev:
-            self._hs_counts = c.netdev_counts()
+        if self._netdev and self._new_socks:  # a new connection: end of its handshake (a reused
+            self._hs_counts = c.netdev_counts()  # one needs no read inside the timed window)
         elif self._new_socks and not self.udp:
             self._hs_counts = c.tcp_counts(self._new_socks[-1])
         return pycurl.PREREQFUNC_OK
@@ -220,7 +220,7 @@ class Client:
         new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
         res = self._phases(base, h, t0).replace(t_response=t_resp, connection_reused=not new_conn)
         fd = h.getinfo(pycurl.ACTIVESOCKET)
-        if self._netdev and None not in (before, self._hs_counts, self._after_counts):
+        if self._netdev and None not in (before, self._after_counts) and (self._hs_counts is not None or not new_conn):
             fam = c.family_of(ep.address)
             res = res.replace(
                 handshake=c.udp_payload(self._hs_counts - before, fam) if new_conn else None,

@@ -2,8 +2,9 @@
 ``CURL_HTTP_VERSION_3ONLY``, ``INFO_HTTP_VERSION`` 30). Same driver as ``doh``; see there for
 how phases are stamped. ``t_connected`` and ``t_tls_done`` both mark the QUIC handshake
 (libcurl sets CONNECT and APPCONNECT at QUIC handshake completion). Bytes/packets: libcurl
-owns the UDP datagrams and the kernel keeps no per-socket UDP counters, so ``wire_basis`` is
-``unavailable`` (DoQ, which we drive ourselves, counts its datagrams).
+owns the UDP datagrams and the kernel keeps no per-socket UDP counters, so they come from the
+namespace's interface counters in a testbed client namespace (``netdev_count``, see doh.py) and
+are ``unavailable`` elsewhere (DoQ, which we drive ourselves, counts its datagrams).
 
 Default method GET (RFC 8484 §4.1; what Chrome sends for a ``{?dns}`` template), not POST: with
 POST, libcurl hands the HEADERS to ngtcp2 first and the body (DATA + FIN) a moment later, and

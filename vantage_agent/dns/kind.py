@@ -148,7 +148,8 @@ def _warm(transport: str, endpoint, names: list[str], params: DnsQueryParams, op
     except Exception:  # noqa: BLE001 - a failed warm-up is recorded as cache_warmed false, never fatal
         return False
     try:
-        return all(client.query(n, params.qtype).rcode is not None for n in names)
+        answered = [client.query(n, params.qtype).rcode is not None for n in names]  # every name, no short cut
+        return all(answered)
     except Exception:  # noqa: BLE001 - as above
         return False
     finally:
