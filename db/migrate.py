@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config
 
 INI = Path(__file__).parent / "alembic.ini"
+MIGRATION_LOCK = 0x646E7363_616D7002  # pg_advisory_lock key held by db/migrations/env.py during upgrades
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -19,6 +20,7 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def upgrade(url: str | None = None, target: str = "heads") -> None:
+    """Upgrade to ``target``; concurrent callers are serialised by MIGRATION_LOCK (env.py)."""
     command.upgrade(alembic_config(url), target)
 
 

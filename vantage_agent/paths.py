@@ -7,8 +7,17 @@ from pathlib import Path
 
 
 def home() -> Path:
-    """$DNSCAMP_HOME, default ~/.local/share/dnscamp: store, spool, testbed run files."""
-    return Path(os.environ.get("DNSCAMP_HOME") or Path.home() / ".local" / "share" / "dnscamp")
+    """$DNSCAMP_HOME: store, spool, testbed run files. Default ~/.local/share/dnscamp, or
+    /var/lib/dnscamp for root, because the store's service user (db/embedded.py) cannot reach
+    anything under /root (0700) and dnscamp does not chmod directories above its home."""
+    if os.environ.get("DNSCAMP_HOME"):
+        return Path(os.environ["DNSCAMP_HOME"])
+    user_default = Path.home() / ".local" / "share" / "dnscamp"
+    if os.geteuid() != 0:
+        return user_default
+    system = Path("/var/lib/dnscamp")
+    # A store made by older dnscamp under root's home stays found (db up says how to move it).
+    return user_default if user_default.exists() and not system.exists() else system
 
 
 def cache_dir() -> Path:

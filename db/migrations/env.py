@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from db.migrate import MIGRATION_LOCK
 from db.models import Base
 
 config = context.config
@@ -29,6 +30,11 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = create_engine(_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
+        # Concurrent upgrades (two first-time `dnscamp ingest`) run one after the other: a session
+        # lock, held across every migration's transaction, released when this connection closes.
+        # The second then reads the version table after the first committed and has nothing to do.
+        connection.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
+        connection.commit()
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():
             context.run_migrations()

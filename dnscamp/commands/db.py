@@ -1,13 +1,18 @@
-"""`dnscamp db ...`: the store (embedded Postgres by default, or DNSCAMP_DATABASE_URL)."""
+"""`dnscamp db ...`: the store (embedded Postgres by default, or DNSCAMP_DATABASE_URL and
+DNSCAMP_READER_URL). Security model: docs/store.md."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
+import sys
 
+import psycopg
 import typer
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from db import embedded, engine, migrate
 from dnscamp.errors import die
@@ -15,7 +20,21 @@ from dnscamp.errors import die
 app = typer.Typer(help="The store: embedded Postgres (default) or DNSCAMP_DATABASE_URL.", no_args_is_help=True)
 
 
+def _one_line_errors(fn):
+    """A store that cannot be used (StoreError) ends the command with its one line, exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except engine.StoreError as exc:
+            die(str(exc), code=1)
+
+    return wrapper
+
+
 @app.command("up")
+@_one_line_errors
 def up() -> None:
     """Start the embedded Postgres (initialising it the first time) and migrate it."""
     if engine.external_url():
@@ -28,6 +47,7 @@ def up() -> None:
 
 
 @app.command("down")
+@_one_line_errors
 def down() -> None:
     """Stop the embedded Postgres (data is kept)."""
     if engine.external_url():
@@ -36,24 +56,35 @@ def down() -> None:
 
 
 @app.command("status")
+@_one_line_errors
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Is the store up, which schema revision, how many records."""
+    """Is the store up, which schema revision, how many records. Exit 0 only when it connected,
+    1 (with a one-line reason on stderr) when the store is unreachable."""
     info: dict = {"external": bool(engine.external_url())}
     if not info["external"]:
         c = embedded.cluster()
         info.update(data_dir=str(c.data), running=embedded.is_running(c))
         if not info["running"]:
-            _print(info, as_json)
-            raise typer.Exit(1)
-    try:
-        with engine.connect("owner", start=False) as conn:
-            info["results"] = conn.execute("SELECT count(*) FROM results").fetchone()[0]
-            info["quarantined"] = conn.execute("SELECT count(*) FROM quarantine").fetchone()[0]
-        info["revision"] = migrate.current_heads(engine.sqlalchemy_url("owner", start=False))
-        info["latest"] = migrate.script_heads()
-    except Exception as exc:  # noqa: BLE001 - status reports, it does not crash
-        info["error"] = str(exc).splitlines()[0]
+            info["error"] = "the embedded Postgres is not running (run `dnscamp db up`)"
+    if "error" not in info:
+        try:
+            with psycopg.connect(engine.database_url("owner", start=False), connect_timeout=10) as conn:
+                info["results"] = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+                info["quarantined"] = conn.execute("SELECT count(*) FROM quarantine").fetchone()[0]
+            info["revision"] = migrate.current_heads(engine.sqlalchemy_url("owner", start=False))
+            info["latest"] = migrate.script_heads()
+        except psycopg.OperationalError as exc:  # unreachable, refused, bad password
+            info["error"] = f"cannot connect to the store: {_first_line(exc)}"
+        except psycopg.Error as exc:  # reachable, but e.g. not migrated yet
+            info["warning"] = _first_line(exc)
     _print(info, as_json)
+    if "error" in info:
+        sys.stderr.write(f"dnscamp: {info['error']}\n")
+        raise typer.Exit(1)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _print(info: dict, as_json: bool) -> None:
@@ -65,6 +96,7 @@ def _print(info: dict, as_json: bool) -> None:
 
 
 @app.command("migrate")
+@_one_line_errors
 def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revision.")) -> None:
     """Apply migrations (default: every head)."""
     migrate.upgrade(engine.sqlalchemy_url("owner"), target)
@@ -72,6 +104,7 @@ def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revis
 
 
 @app.command("url")
+@_one_line_errors
 def url(role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
     """Print the libpq connection URL of the store for ROLE."""
     if role not in ("owner", "writer", "reader"):
@@ -80,10 +113,25 @@ def url(role: str = typer.Option("owner", help="owner | writer | reader")) -> No
 
 
 @app.command("psql", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_one_line_errors
 def psql(ctx: typer.Context, role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
     """Open psql on the store (extra arguments go to psql, e.g. -c 'SELECT ...')."""
+    if role not in ("owner", "writer", "reader"):
+        die(f"--role: unknown role {role!r} (owner, writer, reader)")
     exe = None if engine.external_url() else embedded.cluster().bin("psql")
     exe = exe or shutil.which("psql")
     if not exe:
         die("psql not found")
-    raise typer.Exit(subprocess.call([exe, engine.database_url(role), *ctx.args], env=os.environ))
+    conninfo, env = _without_password(engine.database_url(role))
+    raise typer.Exit(subprocess.call([exe, conninfo, *ctx.args], env=env))
+
+
+def _without_password(url: str) -> tuple[str, dict]:
+    """psql's argv is visible to every local user (ps): a password from the URL (external
+    stores) goes into the child's environment instead, readable by its own user only."""
+    params = conninfo_to_dict(url)
+    env = dict(os.environ)
+    password = params.pop("password", None)
+    if password:
+        env["PGPASSWORD"] = password
+    return make_conninfo(**params), env
