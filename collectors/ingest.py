@@ -1,39 +1,66 @@
-"""Idempotent, loss-free ingest of result files (``*.jsonl`` / ``*.jsonl.gz``).
+"""Idempotent, loss-free ingest of result files (``*.jsonl``, plain or gzip-compressed).
 
-Contract (ARCHITECTURE.md "Ingest is idempotent and loses nothing"):
-- idempotent by record id: a batch's ids already in the store are dropped (one index probe
-  per batch) and the rest is COPYed into ``results``; a collision with a concurrent ingest
-  falls back to a staging table + ``INSERT ... ON CONFLICT (id) DO NOTHING``; what was already
-  there is counted as a duplicate;
-- a malformed line, an invalid record or an unknown schema version goes to ``quarantine``
-  (file, line, reason, raw text; unique on file + line) and the rest of the file goes on;
-- every batch is one transaction, so a SIGKILL at any moment leaves whole batches or
-  nothing, and running ingest again stores every valid record exactly once.
+Contract (ARCHITECTURE.md "Ingest is idempotent and loses nothing"): every non-blank line
+ends as exactly one of
+- **ingested**: a new record, COPYed into ``results`` with ``content_sha256``, the sha256 of
+  the record's canonical JSON (`content_hash`);
+- **duplicate**: its id is already stored with the same content hash (a re-run);
+- **quarantined**: a row in ``quarantine`` (file, line, reason, raw text; unique on file +
+  line) and the rest of the file goes on. Nothing in a line crashes a run or stops the other
+  files. Quarantined are: malformed JSON and invalid records (``parse_line``), JSON that is
+  not strict RFC 8259 (NaN / Infinity, a UTF-8 BOM, lone surrogates such as ``\\ud800``,
+  invalid UTF-8, numbers beyond a double), NUL anywhere (``\\u0000`` or a raw byte:
+  PostgreSQL text and jsonb cannot hold it, and replacing it would store something the agent
+  did not write), lines over ``MAX_LINE_BYTES`` (16 MiB; read in pieces, never held whole),
+  a file named ``*.gz`` that is not gzip (one row, line 1; gzip content is recognised by its
+  magic bytes whatever the name), the point where a gzip file breaks off (the lines before
+  it are ingested), and ``id_conflict``: a different record under a stored id (the reason
+  carries both content hashes).
 
+A quarantined line that later ingests or matches the stored record (the file was fixed) has
+its quarantine row deleted: the table holds open problems only.
+
+Every batch is one transaction: a SIGKILL at any moment leaves whole batches or nothing,
+and running ingest again stores every valid record exactly once. The number of rows COPY
+reports is checked against the rows sent before the commit (`CountMismatch`). A stopped
+database ends the run with `StoreUnavailable`; committed batches are kept.
+
+Framing: a worker encodes each record as one row of PostgreSQL's binary COPY format (every
+value length-prefixed), so no character inside a value can split a row or shift a column.
 Parsing (pydantic validation) is the expensive part; it runs in worker processes, one per
-core, while the main process streams COPY into Postgres.
+core, which die with the ingest process (PR_SET_PDEATHSIG), while the main process probes
+ids and streams COPY into Postgres.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gzip
+import hashlib
 import os
-import re
+import signal
+import struct
 import zlib
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 import psycopg
 
 from vantage_agent.records import RecordError, parse_line
 
-BATCH_BYTES = 8 << 20  # ~10,000-20,000 records per transaction
+BATCH_BYTES = 8 << 20  # ~4,000-20,000 records per transaction
 READ_BYTES = 256 << 10
+MAX_LINE_BYTES = 16 << 20  # a longer line is quarantined without being held in memory
+RAW_PREFIX = 4096  # what the quarantine keeps of an over-long line
 ARTIFACTS = "artifacts"  # spool subdirectory for raw files kept beside the records
+GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -49,6 +76,14 @@ class IngestStats:
 
 class IngestError(Exception):
     """A path that cannot be ingested at all (missing, unreadable)."""
+
+
+class StoreUnavailable(IngestError):
+    """The database could not be reached or went away during the run."""
+
+
+class CountMismatch(IngestError):
+    """COPY stored a different number of rows than were sent (the batch is rolled back)."""
 
 
 def result_files(paths: Iterable[Path]) -> list[Path]:
@@ -82,199 +117,364 @@ def _is_result_file(p: Path) -> bool:
     return (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.gz")) and not p.name.startswith(".")
 
 
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+class NotGzip(OSError):
+    pass
 
+
+@contextmanager
+def _open(path: Path):
+    """The file's bytes, decompressed when it starts with the gzip magic (whatever its name)."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+        f.seek(0)
+        if magic == GZIP_MAGIC:
+            with gzip.GzipFile(fileobj=f) as g:
+                yield g
+        elif path.name.endswith(".gz"):
+            raise NotGzip(f"named *.gz but not gzip (starts with {magic!r}, not 1f 8b): rename or recompress it")
+        else:
+            yield f
+
+
+# --- records -> binary COPY rows (worker side) -------------------------------------------
 
 COLUMNS = (
     "id", "schema", "kind", "campaign", "run", "unit", "vantage_id", "provider", "region",
     "network_profile", "started_at", "status", "error", "env", "body", "source_file", "source_line",
+    "content_sha256",
 )  # fmt: skip
-_NULL = "\\N"
-_SPECIAL = re.compile(r"[\\\t\n\r]")
+# PostgreSQL binary COPY (https://www.postgresql.org/docs/current/sql-copy.html, "Binary Format"):
+# signature, flags, header extension length; per row a field count, then per field its
+# length (-1 = NULL) and its bytes in the type's binary send format; a -1 field count ends it.
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+COPY_TRAILER = struct.pack(">h", -1)
+_ROW_START = struct.pack(">h", len(COLUMNS))
+_NULL = struct.pack(">i", -1)
+_int4 = struct.Struct(">i").pack
+_int8 = struct.Struct(">q").pack
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)  # timestamptz is int8 microseconds from here
+_US = timedelta(microseconds=1)
+_JSONB_V1 = b"\x01"  # jsonb's binary format: a version byte, then the JSON text
+_SORTED = orjson.OPT_SORT_KEYS
 
 
-def _copy_text(value: str | None) -> str:
-    """One value in COPY's text format (most values need no escaping: checked first)."""
-    if value is None:
-        return _NULL
-    if not _SPECIAL.search(value):
-        return value
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+def _binary_row(values: Iterable[bytes | str | None]) -> bytes:
+    parts = [_ROW_START]
+    for v in values:
+        if v is None:
+            parts.append(_NULL)
+            continue
+        if v.__class__ is str:
+            v = v.encode()  # strict UTF-8: a lone surrogate raises here (quarantined)
+        parts += (_int4(len(v)), v)
+    return b"".join(parts)
 
 
-def _parse_chunk(chunk: tuple[str, int, bytes, str | None]) -> tuple[list[str], bytes, list[tuple]]:
-    """Worker: validate lines; return (record ids, their COPY lines as one block, quarantine rows).
+def canonical_json(value: Any) -> bytes:
+    return orjson.dumps(value, option=_SORTED)
 
-    pydantic validates; orjson re-encodes ``env`` and ``body`` for the jsonb columns (several
-    times cheaper than dumping the models), so the per-record cost is about one validation."""
-    source, first, block, corrupt = chunk
-    lines = block.split(b"\n")
-    if lines and lines[-1] == b"":
+
+def content_hash(envelope: list, env_json: bytes, body_json: bytes) -> bytes:
+    """sha256 of the record as stored: the envelope values in COLUMNS order (``id`` as text,
+    ``started_at`` as microseconds since 2000-01-01 UTC) followed by ``env`` and ``body`` as
+    canonical JSON (keys sorted, orjson's number forms), all in one JSON array. Key order,
+    white space and the timestamp's offset do not change it; any value does."""
+    return hashlib.sha256(orjson.dumps([*envelope, orjson.Fragment(env_json), orjson.Fragment(body_json)])).digest()
+
+
+def stored_envelope(row) -> list:
+    """The `content_hash` envelope of a stored ``results`` row (id, schema, ..., error)."""
+    return [str(row[0]), *row[1:10], (row[10] - PG_EPOCH) // _US, *row[11:13]]
+
+
+def _has_nul(v: Any) -> bool:
+    if isinstance(v, str):
+        return "\x00" in v
+    if isinstance(v, dict):
+        return any("\x00" in k or _has_nul(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(map(_has_nul, v))
+    return False
+
+
+def _strict_json(text: bytes) -> Any:
+    """orjson's strict RFC 8259 parse, with a reason that names what is wrong."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        msg = str(exc)
+        if text.startswith(BOM):
+            raise RecordError("UTF-8 byte order mark (BOM) before the record: records are UTF-8 without BOM") from None
+        if "surrogate" in msg:
+            raise RecordError(f"lone surrogate (a \\ud800-\\udfff escape without its pair): not a character ({msg})") from None
+        if text[exc.pos : exc.pos + 9].lstrip(b"-").startswith((b"NaN", b"Infinity")):
+            raise RecordError(f"NaN/Infinity at byte {exc.pos}: not a JSON number (write null or a finite number)") from None
+        raise RecordError(f"malformed JSON: {msg}") from None
+
+
+def _record(text: bytes, source: bytes, lineno: int) -> tuple[str, bytes, bytes]:
+    """One line -> (id, content hash, binary COPY row); RecordError says why not."""
+    if len(text) > MAX_LINE_BYTES:
+        raise RecordError(f"line longer than {MAX_LINE_BYTES >> 20} MiB ({len(text)} bytes)")
+    rec, _ = parse_line(text)
+    obj = _strict_json(text)  # pydantic accepts some JSON that jsonb refuses (NaN, BOM)
+    if b"\\u0000" in text and _has_nul(obj):
+        raise RecordError("NUL character (\\u0000) in a string: PostgreSQL text and jsonb cannot hold it")
+    v = rec.vantage
+    rid = str(rec.id)
+    started = (rec.started_at - PG_EPOCH) // _US
+    envelope = [rid, rec.schema_, rec.kind, rec.campaign, rec.run, rec.unit, v.id, v.provider, v.region,
+                v.network_profile, started, rec.status, rec.error]  # fmt: skip
+    env_json, body_json = canonical_json(obj.get("env", {})), canonical_json(obj["body"])
+    digest = content_hash(envelope, env_json, body_json)
+    envelope[0], envelope[10] = rec.id.bytes, _int8(started)
+    row = _binary_row((*envelope, _JSONB_V1 + env_json, _JSONB_V1 + body_json, source, _int4(lineno), digest))
+    return rid, digest, row
+
+
+def quarantine_text(raw: bytes) -> str:
+    """A line as quarantine.raw (text): bytes that are not UTF-8, and NUL, written as \\xNN."""
+    return raw.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+
+
+@dataclass
+class Chunk:
+    """A block of whole lines of one file, and problems found while reading it."""
+
+    source: str
+    first: int  # number of the block's first line
+    block: bytes
+    bad: list[tuple[int, str, str]] = field(default_factory=list)  # (line, reason, raw)
+
+
+@dataclass
+class Parsed:
+    ids: list[str] = field(default_factory=list)
+    hashes: list[bytes] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    rows: list[bytes] = field(default_factory=list)  # binary COPY rows
+    bad: list[tuple[str, int, str, str]] = field(default_factory=list)  # (file, line, reason, raw)
+
+
+def _parse_chunk(chunk: Chunk) -> Parsed:
+    """Worker: validate a block's lines into binary COPY rows and quarantine rows."""
+    out = Parsed()
+    source = chunk.source.encode()
+    lines = chunk.block.split(b"\n")
+    if lines[-1] == b"":
         lines.pop()
-    ids: list[str] = []
-    out: list[str] = []
-    bad: list[tuple[str, int, str, str]] = []
-    src = _copy_text(source)
-    for i, raw in enumerate(lines):
-        lineno = first + i
-        text = raw.rstrip(b"\r\n")
-        if not text.strip():
-            continue  # blank lines (e.g. a trailing newline) are not records
+    for lineno, text in enumerate(lines, chunk.first):
+        if text.endswith(b"\r"):
+            text = text[:-1]
+        if not text.strip(b" \t\r"):
+            continue  # blank (JSON white space only): not a record
         try:
-            env, _ = parse_line(text)
-        except RecordError as exc:
-            bad.append((source, lineno, exc.reason, text.decode("utf-8", "replace")))
+            rid, digest, row = _record(text, source, lineno)
+        except (ValueError, TypeError, OverflowError, RecursionError, struct.error) as exc:
+            # RecordError, orjson's and Unicode errors are ValueErrors; the rest would be a
+            # value the checks above missed: still one quarantined line, never a stopped run.
+            reason = exc.reason if isinstance(exc, RecordError) else f"{type(exc).__name__}: {exc}"
+            out.bad.append((chunk.source, lineno, reason, quarantine_text(text)))
             continue
-        obj = orjson.loads(text)
-        v = env.vantage
-        rid = str(env.id)
-        cols = (
-            rid, env.schema_, env.kind, env.campaign, env.run, env.unit, v.id, v.provider, v.region,
-            v.network_profile, env.started_at.isoformat(), env.status, env.error,
-            orjson.dumps(obj.get("env") or {}).decode(), orjson.dumps(obj["body"]).decode(),
-        )  # fmt: skip
-        ids.append(rid)
-        out.append("\t".join(map(_copy_text, cols)) + f"\t{src}\t{lineno}\n")
-    if corrupt:
-        # The file broke off here (truncated/corrupt gzip): what was read is kept above.
-        bad.append((source, first + len(lines), f"corrupt file: {corrupt}", ""))
-    return ids, "".join(out).encode(), bad
+        out.ids.append(rid)
+        out.hashes.append(digest)
+        out.lines.append(lineno)
+        out.rows.append(row)
+    out.bad.extend((chunk.source, ln, reason, raw) for ln, reason, raw in chunk.bad)
+    return out
 
 
-def _chunks(files: list[Path]) -> Iterator[tuple[str, int, bytes, str | None]]:
-    """(file, number of its first line, a block of whole lines, corruption) per batch.
+# --- files -> chunks (main process) ------------------------------------------------------
 
-    Blocks of about BATCH_BYTES, cut at a newline: the main process only reads and counts
-    newlines (in C); workers split and parse."""
+
+def _chunks(files: list[Path]) -> Iterator[Chunk]:
     for path in files:
-        source = str(path.resolve())
-        first = 1
-        rest = b""
-        try:
-            with _open(path) as f:
-                while True:
-                    # Small reads: a truncated gzip raises on the read that hits the break, and
-                    # everything decompressed before it must still be ingested.
-                    piece = f.read(READ_BYTES)
-                    if not piece:
-                        break
-                    rest += piece
-                    if len(rest) < BATCH_BYTES:
-                        continue
-                    cut = rest.rfind(b"\n") + 1
-                    if cut == 0:
-                        continue
-                    block, rest = rest[:cut], rest[cut:]
-                    yield source, first, block, None
-                    first += block.count(b"\n")
-        except (OSError, EOFError, zlib.error) as exc:
-            cut = rest.rfind(b"\n") + 1  # whole lines read before the break are kept
-            yield source, first, rest[:cut], f"{type(exc).__name__}: {exc}"
-            continue
-        if rest:
-            yield source, first, rest, None  # last line without a newline
+        yield from _file_chunks(path, str(path.resolve()))
 
 
-_STAGING = "CREATE TEMP TABLE IF NOT EXISTS ingest_staging (LIKE results INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-_COPY_RESULTS = f"COPY results ({', '.join(COLUMNS)}) FROM STDIN"
-_COPY_STAGING = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN"
-_MOVE = (
-    f"INSERT INTO results ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM ingest_staging "
-    "ON CONFLICT (id) DO NOTHING"
+def _file_chunks(path: Path, source: str) -> Iterator[Chunk]:
+    """Blocks of about BATCH_BYTES, cut at a newline: the main process only reads and counts
+    newlines (in C); workers split and parse. A line longer than MAX_LINE_BYTES is skipped
+    piece by piece (its first RAW_PREFIX bytes kept for the quarantine)."""
+    first = 1
+    pieces: list[bytes] = []
+    size = 0
+    oversize: bytes | None = None  # prefix of the over-long line being skipped
+    try:
+        with _open(path) as f:
+            # Small reads: a truncated gzip raises on the read that hits the break, and
+            # everything decompressed before it must still be ingested.
+            while piece := f.read(READ_BYTES):
+                if oversize is not None:
+                    nl = piece.find(b"\n")
+                    if nl < 0:
+                        continue
+                    yield Chunk(source, first, b"", [(first, _too_long(), quarantine_text(oversize))])
+                    first, oversize, piece = first + 1, None, piece[nl + 1 :]
+                pieces.append(piece)
+                size += len(piece)
+                if size < BATCH_BYTES:
+                    continue
+                buf = b"".join(pieces)
+                cut = buf.rfind(b"\n") + 1
+                if cut:
+                    yield Chunk(source, first, buf[:cut])
+                    first += buf.count(b"\n", 0, cut)
+                if len(buf) - cut > MAX_LINE_BYTES:
+                    oversize, pieces, size = buf[cut : cut + RAW_PREFIX], [], 0
+                else:
+                    pieces, size = [buf[cut:]], len(buf) - cut
+            if oversize is not None:  # the file ends inside the over-long line
+                yield Chunk(source, first, b"", [(first, _too_long(), quarantine_text(oversize))])
+    except (OSError, EOFError, zlib.error) as exc:
+        buf = b"".join(pieces)
+        cut = buf.rfind(b"\n") + 1  # whole lines read before the break are kept
+        if isinstance(exc, NotGzip):
+            reason = str(exc)
+        elif isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+            reason = f"corrupt file: {type(exc).__name__}: {exc} (the lines before it are ingested)"
+        else:
+            reason = f"unreadable file: {type(exc).__name__}: {exc}"
+        yield Chunk(source, first, buf[:cut], [(first + buf.count(b"\n", 0, cut), reason, "")])
+        return
+    if pieces and (buf := b"".join(pieces)):
+        yield Chunk(source, first, buf)  # last line without a newline
+
+
+def _too_long() -> str:
+    return f"line longer than {MAX_LINE_BYTES >> 20} MiB (not read; raw is its first {RAW_PREFIX} bytes)"
+
+
+# --- store (main process) ----------------------------------------------------------------
+
+_COPY_RESULTS = f"COPY results ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_PROBE = "SELECT id::text, content_sha256, source_file, source_line FROM results WHERE id = ANY(%s::uuid[])"
+_QUARANTINE = (
+    "INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (source_file, line) DO UPDATE SET reason = EXCLUDED.reason, raw = EXCLUDED.raw, "
+    "quarantined_at = now() WHERE (quarantine.reason, quarantine.raw) IS DISTINCT FROM (EXCLUDED.reason, EXCLUDED.raw)"
 )
 
 
-def _store(conn: psycopg.Connection, ids: list[str], block: bytes, bad: list[tuple], stats: IngestStats) -> None:
-    """Store one batch in one transaction.
-
-    Fast path: drop the ids already stored (one index probe for the batch) and COPY the rest
-    straight into ``results``. If that collides with a concurrent ingest, or Postgres refuses
-    a value, the batch is redone through a staging table with ON CONFLICT DO NOTHING, line by
-    line where needed."""
-    lines = block.decode().splitlines(keepends=True)
-    uniq: dict[str, str] = {}
-    for rid, line in zip(ids, lines):
-        uniq.setdefault(rid, line)
-    try:
-        with conn.transaction():
-            with conn.cursor() as cur:
-                new = list(uniq.values())
-                if uniq:
-                    cur.execute("SELECT id::text FROM results WHERE id = ANY(%s::uuid[])", (list(uniq),))
-                    existing = {r[0] for r in cur.fetchall()}
-                    new = [line for rid, line in uniq.items() if rid not in existing]
-                    if new:
-                        with cur.copy(_COPY_RESULTS) as copy:
-                            copy.write("".join(new).encode())
-                _quarantine(cur, bad)
-    except (psycopg.errors.UniqueViolation, psycopg.DataError):
-        _store_via_staging(conn, lines, bad, stats)
-        return
-    stats.ingested += len(new)
-    stats.duplicates += len(ids) - len(new)
-    _count_bad(bad, stats)
+@dataclass
+class _Outcome:
+    ingested: int = 0
+    duplicates: int = 0
+    bad: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
-def _quarantine(cur: psycopg.Cursor, bad: list[tuple]) -> None:
-    if bad:
-        cur.executemany(
-            "INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (source_file, line) DO NOTHING",
-            bad,
-        )
+def _copy_rows(cur: psycopg.Cursor, rows: list[bytes]) -> int:
+    with cur.copy(_COPY_RESULTS) as copy:
+        copy.write(b"".join((COPY_HEADER, *rows, COPY_TRAILER)))
+    if cur.rowcount != len(rows):
+        raise CountMismatch(f"COPY stored {cur.rowcount} rows of {len(rows)} sent: batch rolled back")
+    return cur.rowcount
 
 
-def _count_bad(bad: list[tuple], stats: IngestStats) -> None:
-    stats.quarantined += len(bad)
-    stats.reasons.extend(f"{s}:{ln}: {reason}" for s, ln, reason, _ in bad)
+def _store_once(conn: psycopg.Connection, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Outcome:
+    """One batch in one transaction: probe the batch's ids once, sort each line into new /
+    duplicate / id_conflict, COPY the new rows, quarantine, resolve fixed lines."""
+    out = _Outcome(bad=list(p.bad))
+    lines: list[bytes] | None = None
+
+    def raw(lineno: int) -> str:
+        nonlocal lines
+        lines = lines if lines is not None else chunk.block.split(b"\n")
+        return quarantine_text(lines[lineno - chunk.first].rstrip(b"\r"))
+
+    with conn.transaction(), conn.cursor() as cur:
+        known: dict[str, tuple] = {}
+        if p.ids:
+            known = {r[0]: r[1:] for r in cur.execute(_PROBE, (p.ids,))}
+        new: list[int] = []
+        fine: list[int] = []  # lines stored or matching the stored record
+        for i, rid in enumerate(p.ids):
+            have = known.get(rid)
+            if have is None:
+                known[rid] = (p.hashes[i], chunk.source, p.lines[i])
+                new.append(i)
+            elif have[0] is None or have[0] == p.hashes[i]:  # None: stored before content hashes
+                out.duplicates += 1
+                fine.append(p.lines[i])
+            else:
+                reason = (
+                    f"id_conflict: record {rid} is stored with content sha256 {have[0].hex()} "
+                    f"(from {have[1]}:{have[2]}); this line's is sha256 {p.hashes[i].hex()}"
+                )
+                out.bad.append((chunk.source, p.lines[i], reason, raw(p.lines[i])))
+        if not row_by_row:
+            out.ingested = _copy_rows(cur, [p.rows[i] for i in new]) if new else 0
+            fine += (p.lines[i] for i in new)
+        else:  # Postgres refused a value that passed our checks: find the line(s)
+            for i in new:
+                try:
+                    with conn.transaction():
+                        out.ingested += _copy_rows(cur, [p.rows[i]])
+                    fine.append(p.lines[i])
+                except psycopg.DataError as exc:
+                    reason = f"rejected by the store: {str(exc).splitlines()[0]}"
+                    out.bad.append((chunk.source, p.lines[i], reason, raw(p.lines[i])))
+        if out.bad:
+            cur.executemany(_QUARANTINE, out.bad)
+        if fine:
+            _resolve(cur, chunk.source, fine)
+    return out
 
 
-def _move(conn: psycopg.Connection, lines: list[str]) -> int:
-    with conn.cursor() as cur:
-        cur.execute(_STAGING)
-        with cur.copy(_COPY_STAGING) as copy:
-            copy.write("".join(lines).encode())
-        cur.execute(_MOVE)
-        return cur.rowcount
+def _resolve(cur: psycopg.Cursor, source: str, fine: list[int]) -> None:
+    """Delete the quarantine rows of lines that now ingested (one range probe per batch)."""
+    cur.execute(
+        "SELECT line FROM quarantine WHERE source_file = %s AND line BETWEEN %s AND %s",
+        (source, min(fine), max(fine)),
+    )
+    fixed = {r[0] for r in cur.fetchall()} & set(fine)
+    if fixed:
+        cur.execute("DELETE FROM quarantine WHERE source_file = %s AND line = ANY(%s)", (source, sorted(fixed)))
 
 
-def _store_via_staging(conn: psycopg.Connection, lines: list[str], bad: list[tuple], stats: IngestStats) -> None:
-    bad = list(bad)
-    try:
-        with conn.transaction():
-            inserted = _move(conn, lines)
-        stats.ingested += inserted
-        stats.duplicates += len(lines) - inserted
-    except psycopg.DataError:
-        # Python accepted a line that Postgres refuses (e.g. \u0000 in a string): store the
-        # batch line by line so that only the offending lines are quarantined.
-        for line in lines:
-            try:
-                with conn.transaction():
-                    inserted = _move(conn, [line])
-            except psycopg.DataError as exc:
-                source, lineno = line.rstrip("\n").rsplit("\t", 2)[1:]
-                raw = line.replace("\x00", "\\u0000")  # the COPY form of the line; NUL spelled out
-                bad.append((source, int(lineno), f"rejected by the store: {str(exc).splitlines()[0]}", raw))
-                continue
-            stats.ingested += inserted
-            stats.duplicates += 1 - inserted
-    with conn.transaction():
-        with conn.cursor() as cur:
-            _quarantine(cur, bad)
-    _count_bad(bad, stats)
+def _store(conn: psycopg.Connection, chunk: Chunk, parsed: Parsed, stats: IngestStats) -> None:
+    row_by_row = False
+    for _ in range(5):
+        try:
+            out = _store_once(conn, chunk, parsed, row_by_row)
+            break
+        except psycopg.errors.UniqueViolation:
+            continue  # a concurrent ingest committed some of these ids meanwhile: probe again
+        except psycopg.DataError:
+            row_by_row = True
+    else:
+        raise IngestError(f"{chunk.source}: line {chunk.first}ff: batch kept colliding with a concurrent ingest")
+    stats.ingested += out.ingested
+    stats.duplicates += out.duplicates
+    stats.quarantined += len(out.bad)
+    stats.reasons.extend(f"{s}:{ln}: {reason}" for s, ln, reason, _ in out.bad)
 
 
-def _bounded_map(pool: ProcessPoolExecutor, fn, items: Iterator, window: int) -> Iterator:
-    """Like pool.map, in order, but with at most ``window`` chunks in flight (bounded memory)."""
+# --- driver ------------------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the kernel SIGKILLs this worker when the ingest process dies (even
+    by SIGKILL), so no parser is left blocked on a pipe."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _bounded_map(pool: ProcessPoolExecutor, fn, items: Iterator, window: int) -> Iterator[tuple]:
+    """(item, fn(item)) in order, like pool.map but with at most ``window`` items in flight
+    (bounded memory)."""
     pending: deque = deque()
     for item in items:
-        pending.append(pool.submit(fn, item))
+        pending.append((item, pool.submit(fn, item)))
         if len(pending) >= window:
-            yield pending.popleft().result()
+            item, fut = pending.popleft()
+            yield item, fut.result()
     while pending:
-        yield pending.popleft().result()
+        item, fut = pending.popleft()
+        yield item, fut.result()
 
 
 def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> IngestStats:
@@ -282,12 +482,25 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
     files = result_files(paths)
     stats = IngestStats()
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-    with psycopg.connect(url) as conn:
-        if workers <= 1:
-            for chunk in _chunks(files):
-                _store(conn, *_parse_chunk(chunk), stats)
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                for ids, block, bad in _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2):
-                    _store(conn, ids, block, bad, stats)
+    pool = ProcessPoolExecutor(workers, initializer=_die_with_parent, initargs=(os.getpid(),)) if workers > 1 else None
+    try:
+        with psycopg.connect(url) as conn:
+            if pool is None:
+                parsed = ((c, _parse_chunk(c)) for c in _chunks(files))
+            else:
+                parsed = _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2)
+            for chunk, p in parsed:
+                _store(conn, chunk, p, stats)
+    except psycopg.OperationalError as exc:
+        what = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise StoreUnavailable(
+            f"the database stopped or cannot be reached ({what}): run `dnscamp db up` (or check "
+            f"DNSCAMP_DATABASE_URL), then the same ingest again; the {stats.ingested} records "
+            "of committed batches are kept"
+        ) from None
+    except psycopg.Error as exc:  # e.g. a store not migrated for this version
+        raise IngestError(f"the store refused the ingest: {str(exc).strip().splitlines()[0]}") from None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return stats

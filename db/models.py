@@ -40,6 +40,9 @@ class Result(Base):
     body: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
     source_file: Mapped[str | None] = mapped_column(sa.Text)
     source_line: Mapped[int | None] = mapped_column(sa.Integer)
+    # sha256 of the record's canonical JSON (collectors.ingest.content_hash): a different
+    # record under a stored id is an id_conflict, the same one a duplicate.
+    content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
     ingested_at: Mapped[datetime] = mapped_column(
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
@@ -53,7 +56,9 @@ class Result(Base):
 
 
 class Quarantine(Base):
-    """Lines that could not be stored: which file, which line, why, and the raw text."""
+    """Lines that could not be stored: which file, which line, why, and the raw text. Open
+    problems only: ingest deletes a line's row when the line later ingests (the writer may
+    update and delete here, migration 0008)."""
 
     __tablename__ = "quarantine"
 

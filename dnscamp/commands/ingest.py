@@ -8,11 +8,29 @@ from pathlib import Path
 
 import typer
 
-from collectors.ingest import IngestError, ingest
+from collectors.ingest import IngestError, IngestStats, StoreUnavailable, ingest
 from db import engine, migrate
 from dnscamp.errors import die
 
 MAX_REASONS = 20
+
+
+def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
+    """Migrate, ingest as the writer and print the first reasons on stderr. A path that
+    cannot be ingested ends the command with one line (exit 2); a database that stopped or
+    cannot be reached, with one line naming what to run (exit 1)."""
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    try:
+        stats = ingest(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
+    except StoreUnavailable as exc:
+        die(str(exc), code=1)
+    except IngestError as exc:
+        die(str(exc))
+    for reason in stats.reasons[:MAX_REASONS]:
+        sys.stderr.write(f"quarantined: {reason}\n")
+    if len(stats.reasons) > MAX_REASONS:
+        sys.stderr.write(f"... and {len(stats.reasons) - MAX_REASONS} more (see the quarantine table)\n")
+    return stats
 
 
 def ingest_command(
@@ -21,17 +39,14 @@ def ingest_command(
     workers: int = typer.Option(2, help="Parser processes."),
 ) -> None:
     """Ingest result files. Exit 0 when nothing was quarantined, 3 when something was
-    (one line per quarantined line on stderr, first 20)."""
-    migrate.upgrade(engine.sqlalchemy_url("owner"))
-    url = engine.database_url("writer")  # collectors write with the writer role
-    try:
-        stats = ingest(paths, url, workers=workers)
-    except IngestError as exc:
-        die(str(exc))
-    for reason in stats.reasons[:MAX_REASONS]:
-        sys.stderr.write(f"quarantined: {reason}\n")
-    if len(stats.reasons) > MAX_REASONS:
-        sys.stderr.write(f"... and {len(stats.reasons) - MAX_REASONS} more (see the quarantine table)\n")
+    (one line per quarantined line on stderr, first 20), 1 when the database stopped or
+    cannot be reached (committed batches are kept: run the same ingest again).
+
+    A bad line never stops the run: invalid records, JSON that is not strict (NaN, Infinity,
+    a BOM, lone surrogates, invalid UTF-8), NUL characters, lines over 16 MiB, a *.gz file
+    that is not gzip, a different record under a stored id (id_conflict) are quarantined
+    with file, line and reason; a quarantined line that later ingests leaves the quarantine."""
+    stats = run_ingest(paths, workers)
     if as_json:
         typer.echo(json.dumps(stats.as_json()))
     else:

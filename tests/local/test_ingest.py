@@ -149,16 +149,37 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
     assert out["ingested"] == n_valid - partial and out["ingested"] + out["duplicates"] == n_valid
 
 
-def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path):
+def _forge_timestamp(record, bad_line: int):
+    """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 10)
+    becomes -2**62 µs (before 4713 BC), which timestamptz's binary input refuses."""
+    import struct
+
+    def forged(text, source, lineno):
+        rid, digest, row = record(text, source, lineno)
+        if lineno == bad_line:
+            pos = 2
+            for _ in range(10):
+                pos += 4 + max(0, struct.unpack(">i", row[pos : pos + 4])[0])  # -1: NULL
+            row = row[: pos + 4] + struct.pack(">q", -(2**62)) + row[pos + 12 :]
+        return rid, digest, row
+
+    return forged
+
+
+def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, monkeypatch):
+    """A value that passes every check of ours but that Postgres refuses (here: a timestamp
+    beyond timestamptz's range, forced into the binary row) costs only its own line."""
+    import collectors.ingest as ci
+
     good = (V1 / "ping.jsonl").read_text().splitlines()
-    obj = json.loads(good[0])
-    obj["id"] = str(uuid.uuid4())
-    obj["campaign"] = "nul\u0000byte"  # valid JSON and valid for pydantic, refused by Postgres text
-    f = tmp_path / "nul.jsonl"
-    f.write_text("\n".join([good[1], json.dumps(obj), good[2]]) + "\n")
-    stats = ingest([f], fresh_db)
+    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(good[:3]) + "\n")
+    stats = ingest([f], fresh_db, workers=1)
     assert stats.as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 1}
-    assert ":2: rejected by the store" in stats.reasons[0]
+    assert ":2: rejected by the store: timestamp out of range" in stats.reasons[0]
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT raw FROM quarantine").fetchone()[0] == good[1]
 
 
 def test_campaign_validate_cli_names_field(tmp_path):

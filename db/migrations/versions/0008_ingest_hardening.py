@@ -1,0 +1,59 @@
+"""Ingest hardening (issue 11): ``results.content_sha256`` (sha256 of the record's canonical
+JSON, collectors.ingest.content_hash) so that a different record under a stored id is told
+apart from a duplicate (``id_conflict``); the writer may update and delete quarantine rows
+(a line's row is refreshed when its reason changes and deleted when the line later ingests).
+
+Rows stored before this revision get their hash computed here from the stored columns (the
+hash is defined on the record as stored, so it is the same as ingest computes).
+
+Revision ID: 0008_ingest_hardening
+Revises: 0007_strict_records
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0008_ingest_hardening"
+down_revision = "0007_strict_records"
+branch_labels = None
+depends_on = None
+
+WRITER = "dnscamp_writer"
+_ENVELOPE = "id, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile, started_at, status, error"
+
+
+def _backfill(conn, batch: int = 5000) -> None:
+    from collectors.ingest import canonical_json, content_hash, stored_envelope
+
+    last = None
+    while True:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT {_ENVELOPE}, env, body FROM results "
+                "WHERE content_sha256 IS NULL AND (CAST(:last AS uuid) IS NULL OR id > CAST(:last AS uuid)) "
+                "ORDER BY id LIMIT :n"
+            ),
+            {"last": last, "n": batch},
+        ).all()
+        if not rows:
+            return
+        hashes = [content_hash(stored_envelope(r), canonical_json(r[13]), canonical_json(r[14])) for r in rows]
+        conn.execute(
+            sa.text(
+                "UPDATE results r SET content_sha256 = v.h FROM unnest(CAST(:ids AS uuid[]), CAST(:hs AS bytea[])) "
+                "AS v(id, h) WHERE r.id = v.id"
+            ),
+            {"ids": [str(r[0]) for r in rows], "hs": hashes},
+        )
+        last = str(rows[-1][0])
+
+
+def upgrade() -> None:
+    op.add_column("results", sa.Column("content_sha256", sa.LargeBinary))
+    op.execute(f"GRANT UPDATE, DELETE ON quarantine TO {WRITER}")
+    _backfill(op.get_bind())
+
+
+def downgrade() -> None:
+    op.execute(f"REVOKE UPDATE, DELETE ON quarantine FROM {WRITER}")
+    op.drop_column("results", "content_sha256")
