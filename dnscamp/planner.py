@@ -3,25 +3,29 @@
 Matrix: vantages x network profiles x kinds x targets x repetitions. Unit ids are derived
 from the cell (not from the order), so a resumed run recognises what it already did; the
 order is a seeded shuffle (STYLE.md: shuffle the order, record the seed).
+
+The plan is lazy: its size is arithmetic over the matrix's blocks (one block per vantage,
+profile and kind, holding the kind's targets), and units are built one at a time as they are
+iterated, so a plan costs a few bytes per unit (the shuffled permutation of cell indices),
+not a Unit object each. A spec whose plan is above ``MAX_UNITS`` (1,000,000 by default;
+``--max-units`` raises it) is refused before anything is built.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import random
-from dataclasses import dataclass
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
-from dnscamp.spec import CampaignSpec
+from dnscamp.spec import CampaignSpec, SpecError
 from vantage_agent.kind import Unit
 from vantage_agent.records import Vantage
 
-
-@dataclass(frozen=True)
-class Plan:
-    campaign: str
-    run: str
-    seed: int
-    units: list[Unit]
+MAX_UNITS = 1_000_000  # default bound of a plan's size (units); `--max-units` raises it
 
 
 def unit_id(vantage: str, profile: str | None, kind: str, target: str, rep: int) -> str:
@@ -29,37 +33,153 @@ def unit_id(vantage: str, profile: str | None, kind: str, target: str, rep: int)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def plan(spec: CampaignSpec, run: str, targets_of=None) -> Plan:
-    """Expand and shuffle. ``targets_of(kind_name, params) -> list[str]`` (default: the kind's)."""
+@dataclass(frozen=True)
+class Block:
+    """One (vantage, profile, kind) of the matrix: its cells are targets x repetitions."""
+
+    vantage: Vantage  # network_profile None for a kind that ignores the access profile
+    kind: str
+    params: dict[str, Any]
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    campaign: str
+    run: str
+    seed: int
+    repetitions: int
+    blocks: tuple[Block, ...]
+    factors: str = ""  # how the size comes about, for messages ("1 vantage x 2 profiles x ...")
+    _starts: list[int] = field(default_factory=list, repr=False)  # first cell index of each block
+    _perm: list[array] = field(default_factory=list, repr=False)  # the shuffled cells, built on first use
+
+    def __post_init__(self) -> None:
+        n = 0
+        for b in self.blocks:
+            self._starts.append(n)
+            n += len(b.targets) * self.repetitions
+
+    @property
+    def size(self) -> int:
+        return self._starts[-1] + len(self.blocks[-1].targets) * self.repetitions if self.blocks else 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def counts(self) -> dict[str, int]:
+        """Units per kind, without building any."""
+        c: Counter = Counter()
+        for b in self.blocks:
+            c[b.kind] += len(b.targets) * self.repetitions
+        return dict(sorted(c.items()))
+
+    def order(self) -> array:
+        """Cell indices in execution order: ``random.Random(seed).shuffle`` of 0..N-1, the same
+        permutation the eager planner applied to its list of units (4 bytes a unit)."""
+        if not self._perm:
+            cells = array("I" if self.size < 2**32 else "Q", range(self.size))
+            random.Random(self.seed).shuffle(cells)
+            self._perm.append(cells)
+        return self._perm[0]
+
+    def cell(self, index: int) -> tuple[int, str, int]:
+        """Cell index (matrix order: vantage, profile, kind, target, repetition) -> (block, target, rep)."""
+        b = bisect.bisect_right(self._starts, index) - 1
+        t, rep = divmod(index - self._starts[b], self.repetitions)
+        return b, self.blocks[b].targets[t], rep
+
+    def unit(self, index: int, order: int = 0) -> Unit:
+        b, target, rep = self.cell(index)
+        block = self.blocks[b]
+        uid = unit_id(block.vantage.id, block.vantage.network_profile, block.kind, target, rep)
+        return Unit(
+            id=uid, campaign=self.campaign, run=self.run, kind=block.kind, vantage=block.vantage,
+            target=target, repetition=rep, params=block.params,
+            seed=int(hashlib.sha256(f"{self.seed}|{uid}".encode()).hexdigest()[:8], 16), order=order,
+        )  # fmt: skip
+
+    def units(self, blocks: set[int] | None = None) -> Iterator[Unit]:
+        """Units in execution order, built as they are consumed; only those of ``blocks`` if given."""
+        for order, index in enumerate(self.order()):
+            if blocks is None or self.cell(index)[0] in blocks:
+                yield self.unit(index, order)
+
+    __iter__ = units
+
+    def cells(self, shuffled: bool = False) -> Iterator[tuple[int, str]]:
+        """(block, unit id) of every cell, in matrix order or execution order, without building units."""
+        for index in self.order() if shuffled else range(self.size):
+            b, target, rep = self.cell(index)
+            v = self.blocks[b].vantage
+            yield b, unit_id(v.id, v.network_profile, self.blocks[b].kind, target, rep)
+
+    def ids(self) -> Iterator[str]:
+        """Unit ids in execution order."""
+        return (uid for _, uid in self.cells(shuffled=True))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _factors(spec: CampaignSpec, blocks: list[Block], per_profile: dict[str, bool]) -> str:
+    """The product behind the size, factored where the matrix is regular."""
+    reps = _n(spec.campaign.repetitions, "repetition")
+    profiles = {len(v.network_profiles) for v in spec.vantages}
+    targets = {len(b.targets) for b in blocks}
+    if len(targets) == 1 and len(profiles) == 1 and all(per_profile.values()):
+        return (
+            f"{_n(len(spec.vantages), 'vantage')} x {_n(profiles.pop(), 'profile')} x "
+            f"{_n(len(per_profile), 'kind')} x {_n(targets.pop(), 'target')} x {reps}"
+        )
+    cells = Counter(b.kind for b in blocks)
+    terms = {
+        kind: f"{_n(n, 'vantage/profile pair' if per_profile[kind] else 'vantage')} x "
+        f"{_n(len(next(b for b in blocks if b.kind == kind).targets), 'target')}"
+        for kind, n in cells.items()
+    }
+    if len(terms) == 1:
+        pairs, _, t = next(iter(terms.values())).partition(" x ")
+        return f"{pairs} x 1 kind x {t} x {reps}"
+    return f"[{' + '.join(f'{k}: {t}' for k, t in terms.items())}] x {reps}"
+
+
+def plan(
+    spec: CampaignSpec,
+    run: str,
+    targets_of: Callable[[str, Any], list[str]] | None = None,
+    max_units: int | None = MAX_UNITS,
+) -> Plan:
+    """The lazy, shuffled plan. ``targets_of(kind_name, params) -> list[str]`` (default: the
+    kind's). Raises SpecError when the plan has more than ``max_units`` units (None: no bound)."""
     from dnscamp import kinds as registry
 
     if targets_of is None:
         targets_of = lambda name, params: registry.get(name).targets(params)  # noqa: E731
-    seed = spec.campaign.seed
-    units: list[Unit] = []
+    per_profile = {k: getattr(registry.get(k), "per_profile", True) for k in sorted(spec.kinds)}
+    targets = {k: tuple(targets_of(k, spec.params[k])) for k in per_profile}  # once per kind: small lists
+    params = {k: spec.params[k].model_dump(mode="json") for k in per_profile}
+    blocks: list[Block] = []
     for v in spec.vantages:
         for i, profile in enumerate(v.network_profiles):
             vantage = Vantage(id=v.id, provider=v.provider, region=v.region, network_profile=profile)
-            for kind_name in sorted(spec.kinds):
-                if not getattr(registry.get(kind_name), "per_profile", True):
+            for k in per_profile:
+                if not per_profile[k]:
                     if i > 0:
                         continue  # a kind that ignores the access profile runs once per vantage
-                    vantage_k = vantage.model_copy(update={"network_profile": None})
+                    blocks.append(Block(vantage.model_copy(update={"network_profile": None}), k, params[k], targets[k]))
                 else:
-                    vantage_k = vantage
-                params = spec.params[kind_name]
-                for target in targets_of(kind_name, params):
-                    for rep in range(spec.campaign.repetitions):
-                        uid = unit_id(v.id, vantage_k.network_profile, kind_name, target, rep)
-                        units.append(
-                            Unit(
-                                id=uid, campaign=spec.campaign.name, run=run, kind=kind_name,
-                                vantage=vantage_k, target=target, repetition=rep,
-                                params=params.model_dump(mode="json"),
-                                seed=int(hashlib.sha256(f"{seed}|{uid}".encode()).hexdigest()[:8], 16),
-                            )  # fmt: skip
-                        )
-    rnd = random.Random(seed)
-    rnd.shuffle(units)
-    units = [Unit(**{**u.__dict__, "order": i}) for i, u in enumerate(units)]
-    return Plan(campaign=spec.campaign.name, run=run, seed=seed, units=units)
+                    blocks.append(Block(vantage, k, params[k], targets[k]))
+    p = Plan(
+        campaign=spec.campaign.name, run=run, seed=spec.campaign.seed, repetitions=spec.campaign.repetitions,
+        blocks=tuple(b for b in blocks if b.targets), factors=_factors(spec, blocks, per_profile),
+    )  # fmt: skip
+    if max_units is not None and p.size > max_units:
+        raise SpecError(
+            [
+                f"{spec.source or '<spec>'}: the plan has {p.size:,} units ({p.factors}), "
+                f"above the maximum {max_units:,}: raise it with --max-units"
+            ]
+        )
+    return p

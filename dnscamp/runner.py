@@ -16,16 +16,17 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dnscamp import kinds as registry
-from dnscamp.planner import Plan, plan as make_plan
+from dnscamp.planner import MAX_UNITS, Plan, plan as make_plan
 from dnscamp.spec import CampaignSpec
 from testbed import plan as tb_plan
 from vantage_agent.agent import run_unit
@@ -134,9 +135,34 @@ class _Agent:
 
 
 def namespace_for(unit: Unit) -> str | None:
-    if unit.vantage.provider == "testbed" and unit.vantage.network_profile:
-        return tb_plan.CLIENT_NS.format(profile=unit.vantage.network_profile)
+    return _namespace(unit.vantage)
+
+
+def _namespace(vantage) -> str | None:
+    if vantage.provider == "testbed" and vantage.network_profile:
+        return tb_plan.CLIENT_NS.format(profile=vantage.network_profile)
     return None
+
+
+def _write_plan_json(path: Path, meta: dict[str, Any], order: Iterator[str]) -> None:
+    """plan.json (meta + the unit ids in execution order), streamed: one id at a time, not
+    a list of a million strings; atomic like every spool file (temp file, fsync, rename)."""
+    head = json.dumps(meta, indent=1)[:-2]  # without the closing "\n}"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(head + ',\n "order": [')
+            sep = "\n  "
+            for uid in order:
+                f.write(sep + json.dumps(uid))
+                sep = ",\n  "
+            f.write("\n ]\n}" if sep != "\n  " else "]\n}")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def run(
@@ -147,62 +173,70 @@ def run(
     show_progress: bool = True,
     testbed_info: Callable[[], dict[str, Any] | None] | None = None,
     on_unit: Callable[[Unit, dict[str, Any]], None] | None = None,
+    max_units: int | None = MAX_UNITS,
 ) -> RunSummary:
     """Run (or resume) a campaign. ``testbed_info`` returns the testbed description when the
-    spec has testbed vantages (the caller brings the testbed up)."""
+    spec has testbed vantages (the caller brings the testbed up). Raises SpecError when the
+    plan has more than ``max_units`` units."""
     resumed = False
     if run_id is None:
         run_id = find_resumable(spool_dir, spec)
         resumed = run_id is not None
     run_id = run_id or new_run_id()
-    the_plan: Plan = make_plan(spec, run_id)
+    the_plan: Plan = make_plan(spec, run_id, max_units=max_units)
     run_dir = spool_dir / spec.campaign.name / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / "plan.json").exists():
-        write_atomic(
-            run_dir / "plan.json",
-            json.dumps(
-                {
-                    "campaign": spec.campaign.name, "run": run_id, "seed": the_plan.seed,
-                    "spec_source": spec.source, "spec_sha256": spec.sha256,
-                    "created": datetime.now(timezone.utc).isoformat(),
-                    "order": [u.id for u in the_plan.units],
-                },
-                indent=1,
-            ).encode(),
-        )  # fmt: skip
+        meta = {
+            "campaign": spec.campaign.name, "run": run_id, "seed": the_plan.seed,
+            "spec_source": spec.source, "spec_sha256": spec.sha256,
+            "created": datetime.now(timezone.utc).isoformat(),
+        }  # fmt: skip
+        _write_plan_json(run_dir / "plan.json", meta, the_plan.ids())
     else:
         resumed = True
-    summary = RunSummary(spec.campaign.name, run_id, the_plan.seed, run_dir, len(the_plan.units), resumed=resumed)
+    summary = RunSummary(spec.campaign.name, run_id, the_plan.seed, run_dir, the_plan.size, resumed=resumed)
     spool = SpoolWriter(spool_dir)
-    todo = [u for u in the_plan.units if not spool.path_for(u.campaign, u.run, u.id).exists()]
-    summary.units_skipped = len(the_plan.units) - len(todo)
-    skipped_providers = sorted({u.vantage.provider for u in todo if u.vantage.provider not in RUNNABLE_PROVIDERS})
-    todo = [u for u in todo if u.vantage.provider in RUNNABLE_PROVIDERS]
+    # Done units: a unit's spool file (<run_dir>/<unit id>.jsonl) exists. Counted per block of
+    # the matrix, so that the units themselves are only built as they are run.
+    done = {e.name[: -len(".jsonl")] for e in os.scandir(run_dir) if e.name.endswith(".jsonl")}
+    pending: Counter = Counter(b for b, uid in the_plan.cells() if uid not in done)
+    summary.units_skipped = the_plan.size - sum(pending.values())
+    blocks = the_plan.blocks
+    skipped_providers = sorted({blocks[b].vantage.provider for b in pending} - set(RUNNABLE_PROVIDERS))
+    todo = {b for b in pending if blocks[b].vantage.provider in RUNNABLE_PROVIDERS}
     if skipped_providers:
         sys.stderr.write(
             f"dnscamp: units of providers {', '.join(skipped_providers)} run on their own vantage agents "
             "(infra/ cron), not here; skipped\n"
         )
-    tb = testbed_info() if testbed_info and any(u.vantage.provider == "testbed" for u in todo) else None
+    tb = testbed_info() if testbed_info and any(blocks[b].vantage.provider == "testbed" for b in todo) else None
 
-    # Group by where the unit runs, keeping the shuffled order within each group.
-    groups: "OrderedDict[tuple, list[Unit]]" = OrderedDict()
-    for u in todo:
-        kind = registry.get(u.kind)
-        ns = namespace_for(u) if kind.where == "client" else None
-        groups.setdefault((kind.where, ns), []).append(u)
+    # Group by where the unit runs, keeping the shuffled order within each group; groups come
+    # in the order of their first pending unit.
+    group_of = {}
+    for b in todo:
+        where = registry.get(blocks[b].kind).where
+        group_of[b] = (where, _namespace(blocks[b].vantage) if where == "client" else None)
+    groups: "OrderedDict[tuple, set[int]]" = OrderedDict()
+    for b, uid in the_plan.cells(shuffled=True):
+        if len(groups) == len(set(group_of.values())):
+            break
+        if b in todo and group_of[b] not in groups and uid not in done:
+            groups[group_of[b]] = {c for c in todo if group_of[c] == group_of[b]}
 
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[statuses]}"), disable=not show_progress, transient=False,
     )  # fmt: skip
     with progress:
-        task = progress.add_task(f"{spec.campaign.name}/{run_id}", total=len(todo), statuses="")
-        for (where, ns), units in groups.items():
+        task = progress.add_task(f"{spec.campaign.name}/{run_id}", total=sum(pending[b] for b in todo), statuses="")
+        for (where, ns), group in groups.items():
             agent = _Agent(spool_dir, run_dir, ns) if where == "client" else None
             try:
-                for u in units:
+                for u in the_plan.units(blocks=group):
+                    if u.id in done:
+                        continue
                     ctx_d = {"testbed": tb, "namespace": ns, "artifacts_dir": str(run_dir / "artifacts")}
                     if agent is None:
                         ctx = RunContext(spool_dir=spool_dir, artifacts_dir=run_dir / "artifacts", testbed=tb)

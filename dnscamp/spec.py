@@ -10,7 +10,10 @@ Errors name the file, the field path and the reason, one line each.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dnscamp import kinds as kind_registry
+
+MAX_SPEC_BYTES = 10 * 2**20  # a spec is a few KiB; anything near this is a mistake or an attack
+MAX_DEPTH = 32  # nesting of tables and arrays; real specs use 3
+# C0 and C1 controls (tab, newline and carriage return allowed), DEL, line/paragraph separators
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class SpecError(Exception):
@@ -32,7 +40,7 @@ class CampaignSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
-    seed: int = Field(0, ge=0, description="Seed of the shuffled order (recorded in every run).")
+    seed: int = Field(0, ge=0, lt=2**63, description="Seed of the shuffled order (recorded in every run).")
     repetitions: int = Field(1, ge=1, le=100_000)
 
 
@@ -85,69 +93,177 @@ class CampaignSpec(BaseModel):
         return out
 
 
-def _fmt(source: str, prefix: tuple, exc: ValidationError) -> list[str]:
-    lines = []
-    for e in exc.errors():
-        path = ".".join(str(p) for p in (*prefix, *e.get("loc", ()))) or "(top level)"
-        lines.append(f"{source}: {path}: {e.get('msg')}")
-    return lines
+def _one_line(text: str, limit: int = 300) -> str:
+    """A message part as one printable line: input can hold newlines, terminal escapes or
+    megabytes, none of which may reach the user's terminal or split an error line."""
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def loads(text: str, source: str = "<spec>") -> CampaignSpec:
+def _path(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _sort_key(raw: dict, loc: tuple) -> tuple:
+    """File order of the top-level sections (TOML tables keep it), then the path."""
+    top = list(raw).index(loc[0]) if loc and isinstance(raw, dict) and loc[0] in raw else -1
+    return (top, *((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in loc[1:]))
+
+
+def _validation(prefix: tuple, exc: ValidationError) -> list[tuple[tuple, str]]:
+    return [((*prefix, *e.get("loc", ())), e.get("msg", "invalid")) for e in exc.errors()]
+
+
+def _decode(data: str | bytes) -> tuple[bytes, str]:
+    """Bytes (size-limited, UTF-8 without BOM) and text, or SpecError lines without the file name."""
+    if isinstance(data, str):
+        if len(data) > MAX_SPEC_BYTES:
+            raise _Bad("size", f"more than {MAX_SPEC_BYTES:,} bytes (10 MiB), the limit of a spec file")
+        try:
+            data = data.encode()
+        except UnicodeEncodeError as exc:
+            line = data.count("\n", 0, exc.start) + 1
+            raise _Bad("encoding", f"line {line}: not valid UTF-8 (lone surrogate {data[exc.start]!r})") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise _Bad("size", f"more than {MAX_SPEC_BYTES:,} bytes (10 MiB), the limit of a spec file")
+    if data.startswith(codecs.BOM_UTF8):
+        raise _Bad("encoding", "starts with a byte order mark (BOM): TOML is plain UTF-8; save the file without one")
     try:
-        raw = tomllib.loads(text)
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _Bad("encoding", f"line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x})") from None
+
+
+class _Bad(Exception):
+    """A whole-file problem: (what, reason)."""
+
+
+def _parse(text: str) -> dict:
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError([f"{source}: TOML syntax: {exc}"]) from None
+        raise _Bad("TOML syntax", str(exc)) from None
+    except ValueError:  # int() refuses more than 4300 digits; TOML integers are 64-bit anyway
+        raise _Bad("TOML syntax", "an integer out of range (TOML integers are 64-bit)") from None
+    except RecursionError:
+        raise _Bad("TOML syntax", f"arrays or inline tables nested too deeply (at most {MAX_DEPTH} levels)") from None
+
+
+def _values(raw: dict) -> list[tuple[tuple, str]]:
+    """Values no field should get, wherever they are (kinds' tables included): non-finite
+    floats (TOML's nan, inf), integers beyond TOML's 64 bits, control characters in strings or
+    keys (they would reach records, file names and terminals), nesting deeper than MAX_DEPTH."""
+    problems: list[tuple[tuple, str]] = []
+    stack: list[tuple[tuple, Any]] = [((), raw)]
+    while stack:  # iterative: a deep table header ([a.a.a...]) must not exhaust the stack
+        loc, value = stack.pop()
+        if isinstance(value, dict | list):
+            if len(loc) >= MAX_DEPTH:
+                problems.append((loc, f"nested deeper than {MAX_DEPTH} levels"))
+                continue
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for k, v in items:
+                if isinstance(k, str) and _CONTROL.search(k):
+                    problems.append(((*loc, k), f"control character {_CONTROL.search(k).group()!r} in a key"))
+                stack.append(((*loc, k), v))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append((loc, f"{value} is not a finite number"))
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            problems.append((loc, "integer out of range (TOML integers are 64-bit)"))
+        elif isinstance(value, str) and _CONTROL.search(value):
+            problems.append((loc, f"control character {_CONTROL.search(value).group()!r} in a string"))
+    return problems
+
+
+def loads(data: str | bytes, source: str = "<spec>") -> CampaignSpec:
+    """Parse and validate a spec; every error of it in one SpecError ('file: field.path: reason'
+    lines, in file order). Nothing else escapes, whatever the input (a fuzz test holds us to it)."""
+    try:
+        return _loads(data, source)
+    except SpecError:
+        raise
+    except _Bad as exc:
+        raise SpecError([_one_line(f"{source}: {exc.args[0]}: {exc.args[1]}")]) from None
+    except Exception as exc:  # a checker we call broke on this input: still one line, never a traceback
+        raise SpecError([_one_line(f"{source}: (top level): cannot be checked: {type(exc).__name__}: {exc}")]) from None
+
+
+def _loads(data: str | bytes, source: str) -> CampaignSpec:
+    blob, text = _decode(data)
+    raw = _parse(text)
+    problems = _values(raw)
+    spec = None
     try:
         spec = CampaignSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(_fmt(source, (), exc)) from None
-    problems: list[str] = []
+        problems.extend(_validation((), exc))
+    # Kinds' tables, profiles and the vantage/profile cross-checks are checked independently of
+    # the top level, as far as the raw data allows, so that every error shows in one pass.
     params: dict[str, BaseModel] = {}
-    for name, table in spec.kinds.items():
+    kinds = raw.get("kinds")
+    for name, table in kinds.items() if isinstance(kinds, dict) else ():
         try:
             kind = kind_registry.get(name)
         except kind_registry.UnknownKind as exc:
-            problems.append(f"{source}: kinds.{name}: {exc.args[0]}")
+            problems.append((("kinds", name), exc.args[0]))
             continue
-        try:
-            params[name] = kind.params_model.model_validate(table)
-        except ValidationError as exc:
-            problems.extend(_fmt(source, ("kinds", name), exc))
-    problems.extend(_check_profiles(source, spec))
+        if isinstance(table, dict):  # else the top level says what it should be
+            try:
+                params[name] = kind.params_model.model_validate(table)
+            except ValidationError as exc:
+                problems.extend(_validation(("kinds", name), exc))
+    problems.extend(_check_vantages(raw))
     if problems:
-        raise SpecError(problems)
+        lines = sorted(problems, key=lambda p: _sort_key(raw, p[0]))
+        raise SpecError([_one_line(f"{source}: {_path(loc)}: {reason}", 600) for loc, reason in lines])
+    assert spec is not None
     spec._params = params
     spec._source = source
-    spec._sha256 = hashlib.sha256(text.encode()).hexdigest()
+    spec._sha256 = hashlib.sha256(blob).hexdigest()
     return spec
 
 
-def _check_profiles(source: str, spec: CampaignSpec) -> list[str]:
-    """Testbed profiles: custom ones are validated by the testbed's own profile model, and
-    every profile a testbed vantage names must exist."""
-    if not any(v.provider == "testbed" for v in spec.vantages) and not spec.profiles:
-        return []
+def _check_vantages(raw: dict) -> list[tuple[tuple, str]]:
+    """Vantage ids are unique (they key unit ids); testbed profiles: custom ones are validated
+    by the testbed's own profile model, and every profile a testbed vantage names must exist."""
+    problems: list[tuple[tuple, str]] = []
+    vantages: list[tuple[int, VantageSpec]] = []
+    raw_vantages = raw.get("vantages")
+    for i, v in enumerate(raw_vantages if isinstance(raw_vantages, list) else ()):
+        try:
+            vantages.append((i, VantageSpec.model_validate(v)))
+        except ValidationError:
+            continue  # reported by the top level
+    first: dict[str, int] = {}
+    for i, v in vantages:
+        if first.setdefault(v.id, i) != i:
+            problems.append((("vantages", i, "id"), f"duplicate vantage id {v.id!r} (also vantages.{first[v.id]})"))
+    raw_profiles = raw.get("profiles")
+    raw_profiles = raw_profiles if isinstance(raw_profiles, dict) else {}
+    if not any(v.provider == "testbed" for _, v in vantages) and not raw_profiles:
+        return problems
     from testbed.profiles import ProfileError, load_profiles, parse_profile  # the testbed owns the schema
 
-    problems = []
-    for name, table in spec.profiles.items():
+    good: dict[str, Any] = {}
+    for name, table in raw_profiles.items():
+        if not isinstance(table, dict):
+            continue  # reported by the top level
         try:
             parse_profile(name, table)
+            good[name] = table
         except ProfileError as exc:
-            problems.append(f"{source}: profiles.{name}: {exc}")
-    if problems:
-        return problems
-    known = load_profiles(spec.profiles)
-    for i, v in enumerate(spec.vantages):
+            problems.append((("profiles", name), str(exc)))
+    known = set(load_profiles(good)) | set(raw_profiles)  # a broken custom profile is reported above, not as unknown
+    for i, v in vantages:
         if v.provider != "testbed":
             continue
         for j, p in enumerate(v.network_profiles):
             if p is None:
-                problems.append(f"{source}: vantages.{i}.network_profiles: a testbed vantage needs network profiles")
+                problems.append((("vantages", i, "network_profiles"), "a testbed vantage needs network profiles"))
             elif p not in known:
                 problems.append(
-                    f"{source}: vantages.{i}.network_profiles.{j}: unknown profile {p!r} (known: {', '.join(sorted(known))})"
+                    (("vantages", i, "network_profiles", j), f"unknown profile {p!r} (known: {', '.join(sorted(known))})")
                 )
     return problems
 
@@ -155,7 +271,8 @@ def _check_profiles(source: str, spec: CampaignSpec) -> list[str]:
 def load(path: Path | str) -> CampaignSpec:
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)  # bounded: a spec is small, the file might not be
     except OSError as exc:
-        raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    return loads(text, str(path))
+        raise SpecError([_one_line(f"{path}: cannot read: {exc.strerror or exc}")]) from None
+    return loads(data, str(path))

@@ -17,32 +17,62 @@ from vantage_agent import paths
 app = typer.Typer(help="Campaign specs: validate, plan, run.", no_args_is_help=True)
 
 
+MAX_UNITS_OPT = typer.Option(
+    planner.MAX_UNITS, "--max-units", min=1,
+    help="Refuse a plan with more units than this (a spec typo can multiply a plan into millions).",
+)  # fmt: skip
+
+
+def _refuse(exc: SpecError):
+    for line in exc.lines:
+        sys.stderr.write(f"dnscamp: {line}\n")
+    return typer.Exit(2)
+
+
 def _load(spec_path: Path):
     try:
         return load(spec_path)
     except SpecError as exc:
-        for line in exc.lines:
-            sys.stderr.write(f"dnscamp: {line}\n")
-        raise typer.Exit(2) from None
+        raise _refuse(exc) from None
+
+
+def _plan(s, run: str, max_units: int) -> planner.Plan:
+    try:
+        return planner.plan(s, run, max_units=max_units)
+    except SpecError as exc:
+        raise _refuse(exc) from None
+
+
+def _breakdown(p: planner.Plan) -> str:
+    return ", ".join(f"{k} {n}" for k, n in p.counts().items())
 
 
 @app.command("validate")
-def validate(spec: Path = typer.Argument(..., help="Campaign spec (TOML).")) -> None:
-    """Check a spec; print every error as 'file: field.path: reason'."""
+def validate(
+    spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
+    max_units: int = MAX_UNITS_OPT,
+) -> None:
+    """Check a spec; print every error as 'file: field.path: reason' (all of them, in one pass),
+    or the size of its plan. A plan above --max-units is an error (exit 2)."""
     s = _load(spec)
-    n = len(planner.plan(s, "validate").units)
-    typer.echo(f"{spec}: ok ({n} units: {len(s.vantages)} vantages, kinds {', '.join(sorted(s.kinds))})")
+    p = _plan(s, "validate", max_units)
+    typer.echo(f"{spec}: ok ({p.size} units: {len(s.vantages)} vantages; kinds {_breakdown(p)})")
 
 
 @app.command("plan")
 def plan_cmd(
     spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the units as JSON lines."),
+    count: bool = typer.Option(False, "--count", help="Print only the number of units (per kind too), building none."),
+    max_units: int = MAX_UNITS_OPT,
 ) -> None:
-    """Print the shuffled plan (units in execution order) without running anything."""
+    """Print the shuffled plan (units in execution order, streamed) without running anything."""
     s = _load(spec)
-    p = planner.plan(s, "plan")
-    for u in p.units:
+    p = _plan(s, "plan", max_units)
+    if count:
+        typer.echo(json.dumps({"units": p.size, "kinds": p.counts()}) if as_json else f"{p.size} units ({_breakdown(p)})")
+        return
+    for u in p.units():
         if as_json:
             typer.echo(json.dumps(u.to_dict()))
         else:
@@ -70,9 +100,11 @@ def run_cmd(
     show_report: bool = typer.Option(True, "--report/--no-report", help="Print the report afterwards."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     keep_testbed: bool = typer.Option(False, "--keep-testbed", help="Leave a testbed this run brought up running afterwards."),
+    max_units: int = MAX_UNITS_OPT,
 ) -> None:
     """Run (or resume) a campaign: units -> spool -> (ingest) -> (report)."""
     s = _load(spec)
+    _plan(s, "run", max_units)  # refuse an oversized plan before any testbed or spool work
     spool = spool or paths.spool_dir()
     brought_up: list[dict] = []
 
@@ -83,7 +115,9 @@ def run_cmd(
         return d
 
     try:
-        summary = runner.run(s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=testbed_info)
+        summary = runner.run(
+            s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=testbed_info, max_units=max_units
+        )
     finally:
         if brought_up and not keep_testbed:  # leave the machine as we found it
             from testbed import lifecycle
@@ -92,14 +126,9 @@ def run_cmd(
             sys.stderr.write(f"testbed: down ({len(res['removed'])} namespaces removed)\n")
     out = summary.as_json()
     if ingest:
-        from collectors.ingest import ingest as do_ingest
-        from db import engine, migrate
+        from dnscamp.commands.ingest import run_ingest  # migrates; bad lines quarantined; one-line errors
 
-        migrate.upgrade(engine.sqlalchemy_url("owner"))
-        stats = do_ingest([summary.run_dir], engine.database_url("writer"))
-        out["ingest"] = stats.as_json()
-        for r in stats.reasons[:20]:
-            sys.stderr.write(f"quarantined: {r}\n")
+        out["ingest"] = run_ingest([summary.run_dir]).as_json()
     if as_json:
         typer.echo(json.dumps(out))
     else:
