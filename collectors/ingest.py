@@ -274,6 +274,7 @@ def _parse_chunk(chunk: Chunk) -> Parsed:
             # RecordError, orjson's and Unicode errors are ValueErrors; the rest would be a
             # value the checks above missed: still one quarantined line, never a stopped run.
             reason = exc.reason if isinstance(exc, RecordError) else f"{type(exc).__name__}: {exc}"
+            reason = quarantine_text(reason.encode("utf-8", "backslashreplace"))  # may quote the line
             out.bad.append((chunk.source, lineno, reason, quarantine_text(text)))
             continue
         out.ids.append(rid)
@@ -492,7 +493,7 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
             for chunk, p in parsed:
                 _store(conn, chunk, p, stats)
     except psycopg.OperationalError as exc:
-        what = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreUnavailable(
             f"the database stopped or cannot be reached ({what}): run `dnscamp db up` (or check "
             f"DNSCAMP_DATABASE_URL), then the same ingest again; the {stats.ingested} records "
