@@ -18,6 +18,7 @@ def test_up_status_url_psql(db_url):
     r = run("db", "up")
     assert r.returncode == 0, r.stderr
     r = run("db", "status", "--json")
+    assert r.returncode == 0, r.stderr  # exit 0 only when it connected
     st = json.loads(r.stdout)
     assert st["running"] and st["revision"] == st["latest"] and st["results"] >= 0
     r = run("db", "url", "--role", "reader")
