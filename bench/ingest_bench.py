@@ -1,10 +1,18 @@
-"""Ingest benchmark (issue 2): N generated `ping` records into the embedded Postgres.
+"""Ingest benchmark (issues 2 and 11), three workloads in one run, each into a fresh scratch
+database of the embedded cluster:
 
-    .venv/bin/python bench/ingest_bench.py [--records 1000000] [--workers 2]
+- ``ping``: N generated ``ping`` records (valid schema v1, distinct ids), then the same file
+  again (all duplicates);
+- ``mixed``: the v1 fixture records of every kind (tests/fixtures/results/v1/*.jsonl),
+  repeated with fresh ids to M records;
+- ``mixed+hostile``: the same M records with the hostile corpus mixed in (one line in 20 from
+  tests/fixtures/results/hostile/framing.jsonl with fresh ids: every code point class, lone
+  surrogates, NUL; plus NaN / BOM / invalid-UTF-8 lines); its overhead is the time per line
+  relative to ``mixed``.
 
-Generates the records (valid schema v1, distinct ids) into a temp file, ingests them into a
-fresh scratch database of the embedded cluster, then ingests the same file again (all
-duplicates), and prints the figures; the last line is JSON.
+    .venv/bin/python bench/ingest_bench.py [--records 1000000] [--mixed 230000] [--workers 2]
+
+Prints one line per workload; the last line is JSON.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import json
 import os
 import platform
 import random
+import re
 import tempfile
 import time
 import uuid
@@ -68,55 +77,101 @@ def generate(path: Path, n: int, seed: int = 1) -> None:
             )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    args = ap.parse_args()
+ROOT = Path(__file__).resolve().parents[1]
+_ID = re.compile(rb'"id": ?"[0-9a-f-]{36}"')
 
+
+def _with_fresh_id(line: bytes, rnd: random.Random) -> bytes:
+    rid = str(uuid.UUID(int=rnd.getrandbits(128), version=4)).encode()
+    try:
+        obj = json.loads(line)
+        obj["id"] = rid.decode()
+        return json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    except ValueError:  # not JSON we can round-trip (NUL, lone surrogates...): swap the id text
+        return _ID.sub(b'"id": "' + rid + b'"', line, count=1)
+
+
+def generate_mixed(path: Path, n: int, hostile_every: int = 0, seed: int = 2) -> int:
+    """n fixture records of every kind with fresh ids; with ``hostile_every``, one hostile
+    line after every that many records. Returns the number of lines written."""
+    rnd = random.Random(seed)
+    fixtures = [l for f in sorted((ROOT / "tests/fixtures/results/v1").glob("*.jsonl")) for l in f.read_bytes().splitlines() if l.strip()]
+    hostile = (ROOT / "tests/fixtures/results/hostile/framing.jsonl").read_bytes().split(b"\n")[:-1]
+    ping = fixtures[-1]
+    hostile += [ping.replace(b'"env":{', b'"env":{"x":NaN,'), b"\xef\xbb\xbf" + ping, ping.replace(b"fixtures", b"fix\xfftures")]
+    lines = 0
+    with open(path, "wb") as f:
+        for i in range(n):
+            f.write(_with_fresh_id(fixtures[i % len(fixtures)], rnd) + b"\n")
+            lines += 1
+            if hostile_every and i % hostile_every == hostile_every - 1:
+                f.write(_with_fresh_id(hostile[(i // hostile_every) % len(hostile)], rnd) + b"\n")
+                lines += 1
+    return lines
+
+
+def measure(name: str, path: Path, lines: int, workers: int, again: bool = False) -> dict:
+    """Ingest ``path`` into a fresh scratch database; seconds, lines/s and CPU per line."""
     from collectors.ingest import ingest
     from db import engine, migrate
 
     dbname = f"dnscamp_bench_{os.getpid()}"
     url = engine.database_url("owner", dbname=dbname)
     migrate.upgrade(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "bench.jsonl"
-        t0 = time.perf_counter()
-        generate(path, args.records)
-        gen_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        c_own, c_pg = own_cpu(), postgres_cpu()
-        first = ingest([path], url, workers=args.workers)
-        first_s = time.perf_counter() - t0
+    try:
+        t0, c_own, c_pg = time.perf_counter(), own_cpu(), postgres_cpu()
+        first = ingest([path], url, workers=workers)
+        secs = time.perf_counter() - t0
+        time.sleep(0.5)  # let the backend that served the ingest exit and be counted
         cpu_own, cpu_pg = own_cpu() - c_own, postgres_cpu() - c_pg
-        t0 = time.perf_counter()
-        second = ingest([path], url, workers=args.workers)
-        second_s = time.perf_counter() - t0
-    with psycopg.connect(engine.database_url("owner", dbname="postgres")) as c:
-        c.autocommit = True
-        c.execute(f'DROP DATABASE "{dbname}"')
+        out = {
+            "lines": lines, "seconds": round(secs, 2), "lines_per_s": round(lines / secs),
+            "cpu_us_per_line_python": round(cpu_own / lines * 1e6, 1),
+            "cpu_us_per_line_postgres": round(cpu_pg / lines * 1e6, 1),
+            **first.as_json(),
+        }  # fmt: skip
+        assert first.ingested + first.quarantined == lines, (name, first.as_json(), lines)
+        if again:
+            t0 = time.perf_counter()
+            second = ingest([path], url, workers=workers)
+            out["reingest_lines_per_s"] = round(lines / (time.perf_counter() - t0))
+            assert second.duplicates == first.ingested
+    finally:
+        with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    print(f"{name}: {lines} lines in {out['seconds']} s = {out['lines_per_s']} lines/s "
+          f"(ingested {out['ingested']}, quarantined {out['quarantined']}); CPU per line "
+          f"{out['cpu_us_per_line_python']} us Python + {out['cpu_us_per_line_postgres']} us Postgres", flush=True)  # fmt: skip
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000, help="ping records")
+    ap.add_argument("--mixed", type=int, default=230_000, help="mixed-kind fixture records")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    args = ap.parse_args()
+    load_before = round(os.getloadavg()[0], 2)
+    res: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        ping, mixed, hostile = Path(d) / "ping.jsonl", Path(d) / "mixed.jsonl", Path(d) / "hostile.jsonl"
+        generate(ping, args.records)
+        res["ping"] = measure("ping", ping, args.records, args.workers, again=True)
+        ping.unlink()
+        n = generate_mixed(mixed, args.mixed)
+        res["mixed"] = measure("mixed", mixed, n, args.workers)
+        n = generate_mixed(hostile, args.mixed, hostile_every=20)
+        res["mixed_hostile"] = measure("mixed+hostile", hostile, n, args.workers)
+    per_line = {k: v["seconds"] / v["lines"] for k, v in res.items()}
     out = {
-        "records": args.records,
         "workers": args.workers,
-        "generate_s": round(gen_s, 2),
-        "ingest_s": round(first_s, 2),
-        "records_per_s": round(args.records / first_s),
-        "reingest_s": round(second_s, 2),
-        "reingest_records_per_s": round(args.records / second_s),
-        "cpu_us_per_record_python": round(cpu_own / args.records * 1e6, 1),
-        "cpu_us_per_record_postgres": round(cpu_pg / args.records * 1e6, 1),
-        # What two idle cores could do at this CPU cost per record (an upper bound).
-        "records_per_s_if_two_idle_cores": round(2 / ((cpu_own + cpu_pg) / args.records)),
-        "load_avg_1min": round(os.getloadavg()[0], 2),
-        "ingested": first.ingested,
-        "duplicates_second_run": second.duplicates,
+        **res,
+        "hostile_overhead_pct": round((per_line["mixed_hostile"] / per_line["mixed"] - 1) * 100, 1),
+        "load_avg_1min_before": load_before,
+        "load_avg_1min_after": round(os.getloadavg()[0], 2),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, kernel {platform.release()}",
     }
-    print(f"ingest: {out['records']} records in {out['ingest_s']} s = {out['records_per_s']} records/s "
-          f"(re-ingest {out['reingest_records_per_s']} records/s, all duplicates); CPU per record: "
-          f"{out['cpu_us_per_record_python']} us Python + {out['cpu_us_per_record_postgres']} us Postgres; "
-          f"load {out['load_avg_1min']}")
+    print(f"hostile corpus overhead: {out['hostile_overhead_pct']} % time per line; load {load_before} -> {out['load_avg_1min_after']}")
     print(json.dumps(out))
 
 
