@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     """Migrate, ingest as the writer and print the first reasons on stderr. A path that
     cannot be ingested ends the command with one line (exit 2); a database that stopped or
     cannot be reached, with one line naming what to run (exit 1)."""
+    # psycopg logs a warning while it abandons a COPY on a lost connection; our one line says it.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     try:
         stats = ingest(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
