@@ -242,3 +242,25 @@ def test_parser_workers_die_with_the_ingest_process(fresh_db, tmp_path):
     gone, alive = psutil.wait_procs(children, timeout=3)
     alive = [c for c in alive if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"workers left after kill -9 of their parent: {alive}"
+
+
+def test_campaign_run_ingest_quarantines_bad_lines_and_goes_on(fresh_db, tmp_path):
+    """The ingest block of `campaign run` uses the same path: a hostile file in the run dir
+    is quarantined line by line, the run's records are ingested, no traceback."""
+    f = tmp_path / "spec.toml"
+    f.write_text(
+        '[campaign]\nname = "hostile"\nseed = 1\n[[vantages]]\nid = "here"\nprovider = "local"\n'
+        '[kinds.ping]\ntargets = ["127.0.0.1"]\nprotocol = "icmp"\ncount = 1\ninterval_ms = 5\ntimeout_ms = 300\n'
+    )
+    env = dict(cli_env(fresh_db), DNSCAMP_SPOOL=str(tmp_path / "spool"))
+    run = [*CLI, "campaign", "run", str(f), "--json", "--no-report"]
+    first = subprocess.run([*run, "--no-ingest"], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run"]
+    (run_dir,) = (tmp_path / "spool" / "hostile").glob("*")
+    g = good(2)
+    _write(run_dir / "zz-hostile.jsonl", [g[0].replace('"env": {', '"env": {"x": NaN, '), b"\xef\xbb\xbf" + g[1].encode(), "\x00"])
+    r = subprocess.run([*run, "--run", run_id], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["ingest"] == {"ingested": 1, "duplicates": 0, "quarantined": 3}
+    assert sorted(ln for name, ln in quarantine(fresh_db) if name == "zz-hostile.jsonl") == [1, 2, 3]
