@@ -18,7 +18,8 @@ import hashlib
 import random
 from array import array
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Iterator
 
 from dnscamp.spec import CampaignSpec, SpecError
@@ -39,7 +40,7 @@ class Block:
 
     vantage: Vantage  # network_profile None for a kind that ignores the access profile
     kind: str
-    params: dict[str, Any]
+    params: dict[str, Any]  # one dict shared by the block's units (read-only, like the Unit)
     targets: tuple[str, ...]
 
 
@@ -51,18 +52,19 @@ class Plan:
     repetitions: int
     blocks: tuple[Block, ...]
     factors: str = ""  # how the size comes about, for messages ("1 vantage x 2 profiles x ...")
-    _starts: list[int] = field(default_factory=list, repr=False)  # first cell index of each block
-    _perm: list[array] = field(default_factory=list, repr=False)  # the shuffled cells, built on first use
 
-    def __post_init__(self) -> None:
-        n = 0
+    @cached_property
+    def _starts(self) -> list[int]:
+        """First cell index of each block (cells are numbered in matrix order)."""
+        starts, n = [], 0
         for b in self.blocks:
-            self._starts.append(n)
+            starts.append(n)
             n += len(b.targets) * self.repetitions
+        return starts
 
     @property
     def size(self) -> int:
-        return self._starts[-1] + len(self.blocks[-1].targets) * self.repetitions if self.blocks else 0
+        return sum(len(b.targets) for b in self.blocks) * self.repetitions
 
     def __len__(self) -> int:
         return self.size
@@ -74,14 +76,14 @@ class Plan:
             c[b.kind] += len(b.targets) * self.repetitions
         return dict(sorted(c.items()))
 
+    @cached_property
     def order(self) -> array:
         """Cell indices in execution order: ``random.Random(seed).shuffle`` of 0..N-1, the same
-        permutation the eager planner applied to its list of units (4 bytes a unit)."""
-        if not self._perm:
-            cells = array("I" if self.size < 2**32 else "Q", range(self.size))
-            random.Random(self.seed).shuffle(cells)
-            self._perm.append(cells)
-        return self._perm[0]
+        permutation the eager planner applied to its list of units; 4 bytes a unit, built on
+        first use (validate and --count never build it)."""
+        cells = array("I" if self.size < 2**32 else "Q", range(self.size))
+        random.Random(self.seed).shuffle(cells)
+        return cells
 
     def cell(self, index: int) -> tuple[int, str, int]:
         """Cell index (matrix order: vantage, profile, kind, target, repetition) -> (block, target, rep)."""
@@ -101,7 +103,7 @@ class Plan:
 
     def units(self, blocks: set[int] | None = None) -> Iterator[Unit]:
         """Units in execution order, built as they are consumed; only those of ``blocks`` if given."""
-        for order, index in enumerate(self.order()):
+        for order, index in enumerate(self.order):
             if blocks is None or self.cell(index)[0] in blocks:
                 yield self.unit(index, order)
 
@@ -109,7 +111,7 @@ class Plan:
 
     def cells(self, shuffled: bool = False) -> Iterator[tuple[int, str]]:
         """(block, unit id) of every cell, in matrix order or execution order, without building units."""
-        for index in self.order() if shuffled else range(self.size):
+        for index in self.order if shuffled else range(self.size):
             b, target, rep = self.cell(index)
             v = self.blocks[b].vantage
             yield b, unit_id(v.id, v.network_profile, self.blocks[b].kind, target, rep)

@@ -31,6 +31,7 @@ from dnscamp.spec import CampaignSpec
 from testbed import plan as tb_plan
 from vantage_agent.agent import run_unit
 from vantage_agent.kind import RunContext, Unit, make_record, utcnow
+from vantage_agent.records import Vantage
 from vantage_agent.spool import SpoolWriter, write_atomic
 
 RUNNABLE_PROVIDERS = ("local", "testbed")
@@ -138,7 +139,7 @@ def namespace_for(unit: Unit) -> str | None:
     return _namespace(unit.vantage)
 
 
-def _namespace(vantage) -> str | None:
+def _namespace(vantage: Vantage) -> str | None:
     if vantage.provider == "testbed" and vantage.network_profile:
         return tb_plan.CLIENT_NS.format(profile=vantage.network_profile)
     return None
@@ -214,13 +215,14 @@ def run(
 
     # Group by where the unit runs, keeping the shuffled order within each group; groups come
     # in the order of their first pending unit.
-    group_of = {}
+    group_of: dict[int, tuple] = {}
     for b in todo:
         where = registry.get(blocks[b].kind).where
         group_of[b] = (where, _namespace(blocks[b].vantage) if where == "client" else None)
     groups: "OrderedDict[tuple, set[int]]" = OrderedDict()
+    n_groups = len(set(group_of.values()))
     for b, uid in the_plan.cells(shuffled=True):
-        if len(groups) == len(set(group_of.values())):
+        if len(groups) == n_groups:
             break
         if b in todo and group_of[b] not in groups and uid not in done:
             groups[group_of[b]] = {c for c in todo if group_of[c] == group_of[b]}

@@ -126,7 +126,7 @@ def test_size_is_arithmetic_and_units_are_lazy():
     ]
     p = planner.plan(s, "r", max_units=10_000_000)
     assert p.size == 10_000_000 and p.counts() == {"ping": 10_000_000}
-    assert not p._perm  # nothing shuffled, nothing built
+    assert "order" not in p.__dict__  # nothing shuffled, nothing built
     u = p.unit(p.size - 1)
     assert (u.vantage.id, u.target, u.repetition) == ("b", "10.0.0.49", 99_999)
     assert u.id == planner.unit_id("b", None, "ping", "10.0.0.49", 99_999)
