@@ -26,6 +26,7 @@ MAX_SPEC_BYTES = 10 * 2**20  # a spec is a few KiB; anything near this is a mist
 MAX_DEPTH = 32  # nesting of tables and arrays; real specs use 3
 # C0 and C1 controls (tab, newline and carriage return allowed), DEL, line/paragraph separators
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+_KEY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # keys are names: no tab or newline either
 
 
 class SpecError(Exception):
@@ -164,15 +165,15 @@ def _values(raw: dict) -> list[tuple[tuple, str]]:
                 continue
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for k, v in items:
-                if isinstance(k, str) and _CONTROL.search(k):
-                    problems.append(((*loc, k), f"control character {_CONTROL.search(k).group()!r} in a key"))
+                if isinstance(k, str) and (bad := _KEY_CONTROL.search(k)):
+                    problems.append(((*loc, k), f"control character {bad.group()!r} in a key"))
                 stack.append(((*loc, k), v))
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append((loc, f"{value} is not a finite number"))
         elif isinstance(value, int) and not -(2**63) <= value < 2**63:
             problems.append((loc, "integer out of range (TOML integers are 64-bit)"))
-        elif isinstance(value, str) and _CONTROL.search(value):
-            problems.append((loc, f"control character {_CONTROL.search(value).group()!r} in a string"))
+        elif isinstance(value, str) and (bad := _CONTROL.search(value)):
+            problems.append((loc, f"control character {bad.group()!r} in a string"))
     return problems
 
 
