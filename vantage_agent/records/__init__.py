@@ -33,16 +33,25 @@ class RecordError(ValueError):
         self.reason = reason
 
 
+def _loc_part(p: Any) -> str:
+    # A key may hold any character (a NUL, a newline): the reason is one storable line.
+    return str(p).encode("unicode_escape").decode("ascii")
+
+
 def _first_error(exc: ValidationError, prefix: str = "") -> str:
     errs = exc.errors()
     e = errs[0]
-    where = ".".join([prefix.rstrip(".")] * bool(prefix) + [str(p) for p in e.get("loc", ())]) or "record"
+    loc = [_loc_part(p) for p in e.get("loc", ()) if p != "[key]"]
+    where = ".".join([prefix.rstrip(".")] * bool(prefix) + loc) or "record"
     more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
     return f"{where}: {e.get('msg')}{more}"
 
 
 def parse_record(obj: Any) -> tuple[Envelope, BaseModel]:
-    """Validate one decoded JSON value as a record. Raises RecordError with a one-line reason."""
+    """Validate one decoded JSON value as a record. Raises RecordError with a one-line reason.
+
+    Validation is in JSON mode (``obj`` is encoded again), so the rules are those of a line
+    (timestamps and ids as strings, integers as JSON integers)."""
     if not isinstance(obj, dict):
         raise RecordError(f"not a JSON object ({type(obj).__name__})")
     schema = obj.get("schema")
@@ -51,7 +60,7 @@ def parse_record(obj: Any) -> tuple[Envelope, BaseModel]:
             f"schema: unknown schema version {schema!r} (this dnscamp reads {', '.join(SUPPORTED_SCHEMAS)})"
         )
     try:
-        env = Envelope.model_validate(obj)
+        env = Envelope.model_validate_json(json.dumps(obj))
     except ValidationError as exc:
         raise RecordError(_first_error(exc)) from None
     model = BODIES.get(env.kind)
@@ -61,7 +70,7 @@ def parse_record(obj: Any) -> tuple[Envelope, BaseModel]:
         # A failure before any part of the body existed (e.g. the tool could not start).
         return env, None  # type: ignore[return-value]
     try:
-        body = model.model_validate(env.body)
+        body = model.model_validate_json(json.dumps(env.body))
     except ValidationError as exc:
         raise RecordError(_first_error(exc, "body.")) from None
     return env, body

@@ -13,20 +13,21 @@ from typing import Any
 from pydantic import Field
 
 from .envelope import Frozen
+from .types import Count, Int64, NonNeg
 
 
 class AtlasRunBody(Frozen):
     atlas_campaign: str = Field(description="Campaign name of the Atlas results (atlas_* tables, v_quicsocks_savings).")
-    probes: int = Field(ge=0, description="Atlas-like probes on the testbed.")
-    seed: int
+    probes: Count = Field(description="Atlas-like probes on the testbed.")
+    seed: Int64
     link_backend: str | None = Field(None, description="Link emulator backend of the probes' links.")
-    discovery_correct: int = Field(ge=0, description="Probes whose discovered resolver is the true one.")
-    discovery_wrong: list[int] = Field(default_factory=list, description="Probe ids with a wrong or no resolver.")
+    discovery_correct: Count = Field(description="Probes whose discovered resolver is the true one.")
+    discovery_wrong: list[Int64] = Field(default_factory=list, description="Probe ids with a wrong or no resolver.")
     isp_filter_correct: bool = Field(description="Same-AS filter kept exactly the probes with an ISP resolver.")
-    errors_ms: dict[str, dict[str, float | int | None]] = Field(
+    errors_ms: dict[str, dict[str, Int64 | float | None]] = Field(
         description="Per RTT (rtt_dns, rtt_server, rtt_direct): median / max absolute error, mean signed error, n."
     )
     summary: dict[str, Any] = Field(description="QuicSocks summary (atlas.quicsocks.summarize, without CDF data).")
     ingest: dict[str, Any] = Field(default_factory=dict, description="Atlas ingest counts of the run.")
     passed: bool = Field(description="Discovery right for every probe and every median error <= 0.5 ms.")
-    duration_s: float = Field(ge=0)
+    duration_s: NonNeg

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .envelope import Frozen
+from .types import BigCount, Count, Positive
 
 Transport = Literal["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
 
@@ -27,17 +28,17 @@ class DnsQueryBody(Frozen):
     url: str | None = Field(None, description="DoH/DoH3 URL.")
     qname: str
     qtype: str = "A"
-    sequence: int = Field(0, ge=0, description="Index of this query within its unit / CLI run.")
+    sequence: Count = Field(0, description="Index of this query within its unit / CLI run.")
     policy: Literal["fresh", "reuse", "resume"]
     idle_timeout_s: float = Field(gt=0, description="Idle timeout of a reused connection.")
     timeout_s: float = Field(gt=0, description="Query timeout (per attempt for Do53/UDP).")
-    max_attempts: int = Field(ge=1, description="Configured attempts (Do53/UDP retries; 1 elsewhere).")
-    attempts: int = Field(ge=1, description="Transmissions actually sent.")
-    t_start: int = Field(description="monotonic ns: query handed to the engine.")
-    t_connected: int | None = Field(None, description="monotonic ns: TCP connected / first QUIC datagram sent.")
-    t_tls_done: int | None = Field(None, description="monotonic ns: TLS or QUIC handshake completed.")
-    t_query_sent: int | None = Field(None, description="monotonic ns: query handed to the kernel (first transmission).")
-    t_response: int | None = Field(None, description="monotonic ns: complete response received.")
+    max_attempts: Positive = Field(description="Configured attempts (Do53/UDP retries; 1 elsewhere).")
+    attempts: Positive = Field(description="Transmissions actually sent.")
+    t_start: BigCount = Field(description="monotonic ns: query handed to the engine.")
+    t_connected: BigCount | None = Field(None, description="monotonic ns: TCP connected / first QUIC datagram sent.")
+    t_tls_done: BigCount | None = Field(None, description="monotonic ns: TLS or QUIC handshake completed.")
+    t_query_sent: BigCount | None = Field(None, description="monotonic ns: query handed to the kernel (first transmission).")
+    t_response: BigCount | None = Field(None, description="monotonic ns: complete response received.")
     connection_reused: bool = Field(description="The query used an already open connection.")
     resumed: bool | None = Field(None, description="New connection resumed a TLS session (PSK); null if no new TLS connection.")
     early_data: bool | None = Field(None, description="Query sent (and accepted) as QUIC/TLS 0-RTT early data.")
@@ -46,23 +47,24 @@ class DnsQueryBody(Frozen):
     quic_version: str | None = None
     http_version: str | None = Field(None, description="'2' or '3' for DoH/DoH3.")
     http_method: Literal["GET", "POST"] | None = None
-    http_status: int | None = None
+    http_status: Count | None = None
     rcode: str | None = Field(None, description="DNS rcode text (NOERROR, NXDOMAIN, ...); null if no response.")
     answers: list[str] = Field(default_factory=list, description="Answer RRs as presentation text.")
-    response_size: int | None = Field(None, ge=0, description="DNS response message size in bytes.")
+    response_size: Count | None = Field(None, description="DNS response message size in bytes.")
     wire_basis: Literal["tcp_info", "udp_count", "quic_count", "netdev_count", "unavailable"] = Field(
         description="How bytes/packets were obtained (docs/dns.md)."
     )
-    handshake_bytes_sent: int | None = Field(None, ge=0)
-    handshake_bytes_received: int | None = Field(None, ge=0)
-    handshake_packets_sent: int | None = Field(None, ge=0)
-    handshake_packets_received: int | None = Field(None, ge=0)
-    query_bytes_sent: int | None = Field(None, ge=0)
-    query_bytes_received: int | None = Field(None, ge=0)
-    query_packets_sent: int | None = Field(None, ge=0)
-    query_packets_received: int | None = Field(None, ge=0)
+    handshake_bytes_sent: BigCount | None = None
+    handshake_bytes_received: BigCount | None = None
+    handshake_packets_sent: Count | None = None
+    handshake_packets_received: Count | None = None
+    query_bytes_sent: BigCount | None = None
+    query_bytes_received: BigCount | None = None
+    query_packets_sent: Count | None = None
+    query_packets_received: Count | None = None
     access_rtt_ms: float | None = Field(
-        None, gt=0, description="Configured access-link RTT of the client (testbed), for RTT multiples."
+        # >= 1 us: v_dns_query divides by it (a smaller one would overflow the RTT multiples)
+        None, ge=0.001, description="Configured access-link RTT of the client (testbed), for RTT multiples."
     )
     cache_warmed: bool | None = Field(
         None,

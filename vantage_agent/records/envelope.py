@@ -11,9 +11,11 @@ import uuid
 from datetime import datetime, timezone  # noqa: F401
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vantage_agent import errors
+
+from .types import TIME_RANGE, Timestamp
 
 SCHEMA_V1 = "dnscamp.result/1"
 SUPPORTED_SCHEMAS = (SCHEMA_V1,)
@@ -23,7 +25,10 @@ Status = Literal[tuple(errors.statuses())]  # type: ignore[valid-type]
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a JSON integer field takes only JSON integers (not 3.0, true or "3"), a float field
+    # JSON numbers, a text field JSON strings; allow_inf_nan: NaN and Infinity are refused in
+    # every float (they have no JSON spelling and no jsonb one). See records/types.py.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Vantage(Frozen):
@@ -45,8 +50,8 @@ class Envelope(Frozen):
     run: str = Field(min_length=1, description="Run identifier within the campaign.")
     unit: str | None = Field(None, description="Planner unit id that produced this record.")
     vantage: Vantage
-    started_at: AwareDatetime = Field(
-        description="When the measurement started (not when stored); with an offset, stored in UTC."
+    started_at: Timestamp = Field(
+        description="When the measurement started (not when stored); stored in UTC. " + TIME_RANGE + "."
     )
     status: Status = Field(description="'ok' or a status from the error taxonomy (docs/records.md).")
     error: str | None = Field(None, description="Why it failed; required when status is not 'ok'.")
@@ -56,7 +61,7 @@ class Envelope(Frozen):
     )
     body: dict[str, Any] = Field(description="Kind-specific body, validated by the kind's model.")
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)  # merged with Frozen's
 
     @model_validator(mode="after")
     def _error_iff_failed(self) -> "Envelope":

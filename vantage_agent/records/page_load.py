@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .envelope import Frozen
+from .types import Count, NonNeg
 
 
 class ResourceTiming(Frozen):
@@ -21,23 +22,23 @@ class ResourceTiming(Frozen):
     host: str | None = None
     initiator_type: str | None = None
     next_hop_protocol: str | None = None
-    response_status: int | None = None
-    startTime: float | None = None
-    redirectStart: float | None = None
-    redirectEnd: float | None = None
-    fetchStart: float | None = None
-    domainLookupStart: float | None = None
-    domainLookupEnd: float | None = None
-    connectStart: float | None = None
-    secureConnectionStart: float | None = None
-    connectEnd: float | None = None
-    requestStart: float | None = None
-    responseStart: float | None = None
-    responseEnd: float | None = None
-    duration: float | None = None
-    transferSize: float | None = None
-    encodedBodySize: float | None = None
-    decodedBodySize: float | None = None
+    response_status: Count | None = None
+    startTime: NonNeg | None = None
+    redirectStart: NonNeg | None = None
+    redirectEnd: NonNeg | None = None
+    fetchStart: NonNeg | None = None
+    domainLookupStart: NonNeg | None = None
+    domainLookupEnd: NonNeg | None = None
+    connectStart: NonNeg | None = None
+    secureConnectionStart: NonNeg | None = None
+    connectEnd: NonNeg | None = None
+    requestStart: NonNeg | None = None
+    responseStart: NonNeg | None = None
+    responseEnd: NonNeg | None = None
+    duration: NonNeg | None = None
+    transferSize: NonNeg | None = None
+    encodedBodySize: NonNeg | None = None
+    decodedBodySize: NonNeg | None = None
 
 
 class PageLoadBody(Frozen):
@@ -51,18 +52,18 @@ class PageLoadBody(Frozen):
     resolver: str | None = Field(None, description="Resolver (tls-name@address) for non-system modes.")
     http: Literal["h2", "h3"] = Field(description="h2: QUIC disabled; h3: HTTP/3 forced for the testbed origins.")
     timeout_s: float = Field(gt=0)
-    viewport: tuple[int, int]
-    plt_ms: float | None = Field(None, description="onLoad: loadEventStart of the navigation entry (ms).")
+    viewport: tuple[Count, Count]
+    plt_ms: NonNeg | None = Field(None, description="onLoad: loadEventStart of the navigation entry (ms).")
     navigation: dict[str, Any] | None = Field(None, description="The full Navigation Timing entry (toJSON).")
-    first_paint_ms: float | None = None
-    first_contentful_paint_ms: float | None = None
-    lcp_ms: float | None = Field(None, description="Largest Contentful Paint (last candidate), when supported.")
+    first_paint_ms: NonNeg | None = None
+    first_contentful_paint_ms: NonNeg | None = None
+    lcp_ms: NonNeg | None = Field(None, description="Largest Contentful Paint (last candidate), when supported.")
     next_hop_protocol: str | None = Field(None, description="nextHopProtocol of the document (h2, h3, http/1.1).")
-    protocols: dict[str, int] = Field(default_factory=dict, description="nextHopProtocol -> entries.")
+    protocols: dict[str, Count] = Field(default_factory=dict, description="nextHopProtocol -> entries.")
     resources: list[ResourceTiming] = Field(default_factory=list)
     hostnames: list[str] = Field(default_factory=list, description="Unique hostnames the page used.")
-    unique_hostnames: int = Field(0, ge=0)
-    dns_lookups: int = Field(0, ge=0, description="Hostnames with a DNS phase in the browser's timings (lower bound).")
+    unique_hostnames: Count = 0
+    dns_lookups: Count = Field(0, description="Hostnames with a DNS phase in the browser's timings (lower bound).")
     stub: dict[str, Any] | None = Field(
         None, description="dnscamp stub (doq/doh3): queries, failures, overhead_us_p50/p90, names."
     )
@@ -73,9 +74,9 @@ class PageLoadBody(Frozen):
     har_path: str | None = Field(None, description="HAR 1.2 file, relative to the run's artifacts dir.")
     har_valid: bool | None = None
     har_source: str | None = Field(None, description="cdp | bidi | resource-timing")
-    har_entries: int | None = None
-    resolver_rtt_ms: dict[str, float | None] | None = Field(
+    har_entries: Count | None = None
+    resolver_rtt_ms: dict[str, NonNeg | None] | None = Field(
         None, description="RTT to each resolver used, measured right after the load (WWW'20 §4)."
     )
-    wall_ms: dict[str, float] = Field(default_factory=dict, description="Harness wall clock: start/load/collect/quit/total.")
+    wall_ms: dict[str, NonNeg] = Field(default_factory=dict, description="Harness wall clock: start/load/collect/quit/total.")
     order: dict[str, Any] | None = Field(None, description="Seeded order: seed, site index, combination index.")

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .envelope import Frozen
+from .types import Count, NonNeg, Positive
 
 
 class PingBody(Frozen):
@@ -14,12 +15,12 @@ class PingBody(Frozen):
     address: str | None = Field(None, description="Address actually used (after resolution).")
     protocol: Literal["icmp", "udp"]
     port: int | None = Field(None, ge=1, le=65535, description="UDP destination port.")
-    count: int = Field(ge=1)
+    count: Positive
     interval_ms: float = Field(ge=0)
     timeout_ms: float = Field(gt=0)
-    sent: int = Field(ge=0)
-    received: int = Field(ge=0)
-    rtts_ms: list[float | None] = Field(
+    sent: Count
+    received: Count
+    rtts_ms: list[NonNeg | None] = Field(
         description="One entry per probe sent, in order: RTT in ms, or null when it was lost."
     )
     reply_kinds: list[str | None] = Field(
