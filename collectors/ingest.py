@@ -43,6 +43,7 @@ import struct
 import zlib
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -506,6 +507,10 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
             f"the database stopped or cannot be reached ({what}): run `dnscamp db up` (or check "
             f"DNSCAMP_DATABASE_URL), then the same ingest again; the {stats.ingested} records "
             "of committed batches are kept"
+        ) from None
+    except BrokenProcessPool:  # a parser was killed (e.g. by the OOM killer)
+        raise IngestError(
+            f"a parser process died: run the same ingest again; the {stats.ingested} records of committed batches are kept"
         ) from None
     except psycopg.Error as exc:  # e.g. a store not migrated for this version
         raise IngestError(f"the store refused the ingest: {str(exc).strip().splitlines()[0]}") from None
