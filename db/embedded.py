@@ -41,6 +41,7 @@ WRITER = "dnscamp_writer"
 READER = "dnscamp_reader"
 ROLES = (SUPERUSER, WRITER, READER)
 SERVICE_USER = "embedded_postgres"
+WEAK_AUTH = {"trust", "peer", "ident", "password"}  # no password at all, or one sent in clear
 HBA = (
     "# dnscamp: Unix socket only, a password (scram-sha-256) for every role; see docs/store.md\n"
     "local all all scram-sha-256\n"
@@ -272,6 +273,14 @@ def _last_line(text: str, rc: int) -> str:
     return (text.strip().splitlines() or [f"exit status {rc}"])[-1]
 
 
+def _hba_is_weak(c: Cluster) -> bool:
+    """Does pg_hba.conf let anyone in without a (hashed) password? Rules an operator added
+    with scram-sha-256 are kept; a file with any weak rule is replaced by HBA."""
+    rules = [line.split() for line in (c.data / "pg_hba.conf").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    return not rules or any(WEAK_AUTH & set(rule) for rule in rules)
+
+
 def _postmaster_pid(c: Cluster) -> int | None:
     try:
         return int((c.data / "postmaster.pid").read_text().split("\n", 1)[0])
@@ -347,7 +356,7 @@ def up(c: Cluster | None = None) -> Cluster:
     with _lock(c):
         _prepare_dirs(c, acct)
         initialised = (c.data / "PG_VERSION").exists()
-        if initialised and not c.passfile.exists() and (c.data / "pg_hba.conf").read_text() == HBA:
+        if initialised and not c.passfile.exists() and not _hba_is_weak(c):
             raise StoreError(f"{c.passfile} (the store's passwords) is missing: restore it from a backup, "
                              f"or move {c.root} away to start an empty store")
         pw = _ensure_passfile(c)
@@ -359,7 +368,7 @@ def up(c: Cluster | None = None) -> Cluster:
             running = False
         if not running:
             _start(c, acct)
-        if (c.data / "pg_hba.conf").read_text() != HBA:
+        if _hba_is_weak(c):
             _harden(c, acct, pw)
     return c
 
