@@ -1,6 +1,9 @@
 -- page_load records: one row per browser load (issue 6). Durations derived here from the
 -- Navigation Timing phase timestamps (ms since navigation start); the raw entry, the HAR path
 -- and the per-resource timings stay available as JSON.
+-- Never an error on stored data: values are read with JSON_VALUE (NULL for a value of another
+-- JSON type or out of the column's range: the navigation entry and the stub summary are
+-- free-form JSON), and the phase differences are computed by the JSON path in numeric.
 CREATE OR REPLACE VIEW v_page_load AS
 SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.network_profile,
        r.started_at, r.status, r.error,
@@ -13,29 +16,27 @@ SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.ne
        r.body ->> 'dns_transport' AS dns_transport,
        r.body ->> 'resolver' AS resolver,
        r.body ->> 'http' AS http,
-       (r.body ->> 'timeout_s')::float8 AS timeout_s,
-       (r.body ->> 'plt_ms')::float8 AS plt_ms,
-       (r.body -> 'navigation' ->> 'domContentLoadedEventStart')::float8 AS dom_content_loaded_ms,
-       (r.body -> 'navigation' ->> 'responseStart')::float8 AS ttfb_ms,
-       (r.body -> 'navigation' ->> 'domainLookupEnd')::float8
-         - (r.body -> 'navigation' ->> 'domainLookupStart')::float8 AS doc_dns_ms,
-       (r.body -> 'navigation' ->> 'connectEnd')::float8
-         - (r.body -> 'navigation' ->> 'connectStart')::float8 AS doc_connect_ms,
-       CASE WHEN (r.body -> 'navigation' ->> 'secureConnectionStart')::float8 > 0
-            THEN (r.body -> 'navigation' ->> 'connectEnd')::float8
-                 - (r.body -> 'navigation' ->> 'secureConnectionStart')::float8 END AS doc_tls_ms,
-       (r.body ->> 'first_paint_ms')::float8 AS first_paint_ms,
-       (r.body ->> 'first_contentful_paint_ms')::float8 AS first_contentful_paint_ms,
-       (r.body ->> 'lcp_ms')::float8 AS lcp_ms,
+       JSON_VALUE(r.body, '$.timeout_s' RETURNING float8) AS timeout_s,
+       JSON_VALUE(r.body, '$.plt_ms' RETURNING float8) AS plt_ms,
+       JSON_VALUE(r.body, '$.navigation.domContentLoadedEventStart' RETURNING float8) AS dom_content_loaded_ms,
+       JSON_VALUE(r.body, '$.navigation.responseStart' RETURNING float8) AS ttfb_ms,
+       JSON_VALUE(r.body, '$.navigation.domainLookupEnd - $.navigation.domainLookupStart' RETURNING float8) AS doc_dns_ms,
+       JSON_VALUE(r.body, '$.navigation.connectEnd - $.navigation.connectStart' RETURNING float8) AS doc_connect_ms,
+       CASE WHEN JSON_VALUE(r.body, '$.navigation.secureConnectionStart' RETURNING float8) > 0
+            THEN JSON_VALUE(r.body, '$.navigation.connectEnd - $.navigation.secureConnectionStart' RETURNING float8)
+       END AS doc_tls_ms,
+       JSON_VALUE(r.body, '$.first_paint_ms' RETURNING float8) AS first_paint_ms,
+       JSON_VALUE(r.body, '$.first_contentful_paint_ms' RETURNING float8) AS first_contentful_paint_ms,
+       JSON_VALUE(r.body, '$.lcp_ms' RETURNING float8) AS lcp_ms,
        r.body ->> 'next_hop_protocol' AS next_hop_protocol,
-       (r.body ->> 'unique_hostnames')::int AS unique_hostnames,
-       (r.body ->> 'dns_lookups')::int AS dns_lookups,
-       jsonb_array_length(COALESCE(r.body -> 'resources', '[]'::jsonb)) AS resources,
-       (r.body ->> 'dns_transport_verified')::boolean AS dns_transport_verified,
-       (r.body -> 'stub' ->> 'queries')::int AS stub_queries,
-       (r.body -> 'stub' ->> 'overhead_us_p50')::float8 AS stub_overhead_us_p50,
+       JSON_VALUE(r.body, '$.unique_hostnames' RETURNING int) AS unique_hostnames,
+       JSON_VALUE(r.body, '$.dns_lookups' RETURNING int) AS dns_lookups,
+       COALESCE(JSON_VALUE(r.body, '$.resources.size()' RETURNING int), 0) AS resources,
+       JSON_VALUE(r.body, '$.dns_transport_verified' RETURNING boolean) AS dns_transport_verified,
+       JSON_VALUE(r.body, '$.stub.queries' RETURNING int) AS stub_queries,
+       JSON_VALUE(r.body, '$.stub.overhead_us_p50' RETURNING float8) AS stub_overhead_us_p50,
        r.body ->> 'har_path' AS har_path,
-       (r.body ->> 'har_valid')::boolean AS har_valid,
+       JSON_VALUE(r.body, '$.har_valid' RETURNING boolean) AS har_valid,
        r.body -> 'resolver_rtt_ms' AS resolver_rtt_ms,
        r.body -> 'hostnames' AS hostnames,
        r.body -> 'protocols' AS protocols,
