@@ -128,6 +128,8 @@ def measure(name: str, path: Path, lines: int, workers: int, again: bool = False
             "lines": lines, "seconds": round(secs, 2), "lines_per_s": round(lines / secs),
             "cpu_us_per_line_python": round(cpu_own / lines * 1e6, 1),
             "cpu_us_per_line_postgres": round(cpu_pg / lines * 1e6, 1),
+            # What two idle cores could do at this CPU cost per line (an upper bound).
+            "lines_per_s_if_two_idle_cores": round(2 * lines / (cpu_own + cpu_pg)),
             **first.as_json(),
         }  # fmt: skip
         assert first.ingested + first.quarantined == lines, (name, first.as_json(), lines)
@@ -141,8 +143,13 @@ def measure(name: str, path: Path, lines: int, workers: int, again: bool = False
             c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     print(f"{name}: {lines} lines in {out['seconds']} s = {out['lines_per_s']} lines/s "
           f"(ingested {out['ingested']}, quarantined {out['quarantined']}); CPU per line "
-          f"{out['cpu_us_per_line_python']} us Python + {out['cpu_us_per_line_postgres']} us Postgres", flush=True)  # fmt: skip
+          f"{out['cpu_us_per_line_python']} us Python + {out['cpu_us_per_line_postgres']} us Postgres "
+          f"(two idle cores: {out['lines_per_s_if_two_idle_cores']} lines/s)", flush=True)  # fmt: skip
     return out
+
+
+def cpu_line(r: dict) -> float:
+    return r["cpu_us_per_line_python"] + r["cpu_us_per_line_postgres"]
 
 
 def main() -> None:
@@ -167,11 +174,12 @@ def main() -> None:
         "workers": args.workers,
         **res,
         "hostile_overhead_pct": round((per_line["mixed_hostile"] / per_line["mixed"] - 1) * 100, 1),
+        "hostile_overhead_cpu_pct": round((cpu_line(res["mixed_hostile"]) / cpu_line(res["mixed"]) - 1) * 100, 1),
         "load_avg_1min_before": load_before,
         "load_avg_1min_after": round(os.getloadavg()[0], 2),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, kernel {platform.release()}",
     }
-    print(f"hostile corpus overhead: {out['hostile_overhead_pct']} % time per line; load {load_before} -> {out['load_avg_1min_after']}")
+    print(f"hostile corpus overhead: {out['hostile_overhead_pct']} % wall time, {out['hostile_overhead_cpu_pct']} % CPU time per line; load {load_before} -> {out['load_avg_1min_after']}")
     print(json.dumps(out))
 
 

@@ -392,7 +392,7 @@ def _store_once(conn: psycopg.Connection, chunk: Chunk, p: Parsed, row_by_row: b
     with conn.transaction(), conn.cursor() as cur:
         known: dict[str, tuple] = {}
         if p.ids:
-            known = {r[0]: r[1:] for r in cur.execute(_PROBE, (",".join(p.ids),))}
+            known = {r[0]: r[1:] for r in cur.execute(_PROBE, (",".join(p.ids),)).fetchall()}
         new: list[int] = []
         fine: list[int] = []  # lines stored or matching the stored record
         if not known and len(set(p.ids)) == len(p.ids):
