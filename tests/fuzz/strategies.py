@@ -401,12 +401,13 @@ def batches(draw, min_size: int, max_size: int) -> list[Line]:
             out.append(Line(draw(st.sampled_from((b"", b" ", b"\t", b"\r"))), "blank"))
             continue
         if role == "dup":
-            out.append(Line(draw(st.sampled_from(valid)).raw, "dup", why="exact duplicate line"))
+            first = draw(st.sampled_from(valid))
+            out.append(Line(first.raw, "dup", why="exact duplicate line", id=first.id))
             continue
         if role == "conflict":
             first = draw(st.sampled_from(valid))
             other = {**first.rec, "run": first.rec["run"] + "-other"}
-            out.append(Line(dump(other, 0), "conflict", rec=first.rec, why="different record, same id"))
+            out.append(Line(dump(other, 0), "conflict", rec=first.rec, why="different record, same id", id=first.id))
             continue
         line = draw(valid_record()) if role == "valid" else None
         h = draw(hostile_line()) if role == "hostile" else None
@@ -424,7 +425,7 @@ def batches(draw, min_size: int, max_size: int) -> list[Line]:
             raw = dump(line, draw(STYLE))
             if draw(st.integers(0, 19)) == 0:
                 raw += b"\r"  # CRLF line ending: JSON whitespace, still a valid record
-            valid.append(Line(raw, "valid", rec=line))
+            valid.append(Line(raw, "valid", rec=line, id=line["id"]))
             out.append(valid[-1])
         else:
             out.append(h)
