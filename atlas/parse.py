@@ -103,34 +103,56 @@ def load(value: Any) -> dict:
             raise NotAnAtlasResult(f"{k}: missing (not a RIPE Atlas result)")
     if not isinstance(value["type"], str) or not value["type"]:
         raise NotAnAtlasResult("type: not a string")
-    try:
-        int(value["prb_id"])
-        int(value["timestamp"])
-    except (TypeError, ValueError):
-        raise NotAnAtlasResult("prb_id/timestamp: not integers") from None
     if "msm_id" not in value and "group_id" not in value:
         raise NotAnAtlasResult("msm_id: missing (not a RIPE Atlas result)")
+    # The raw table's key columns: integers inside their SQL types (a timestamp a datetime can hold).
+    _key_int(value, "prb_id", 2**31 - 1)
+    _key_int(value, "timestamp", MAX_TIMESTAMP)
+    _key_int(value, "msm_id" if "msm_id" in value else "group_id", 2**63 - 1)
     return value
 
 
-def _int(v: Any) -> int | None:
+MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second a datetime holds
+
+
+def _key_int(value: dict, name: str, high: int) -> int:
+    v = value[name]
     try:
-        return None if v is None else int(v)
-    except (TypeError, ValueError):
+        n = int(v)
+        if isinstance(v, bool) or (isinstance(v, float) and v != n):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise NotAnAtlasResult(f"{name}: not an integer ({type(v).__name__})") from None
+    if not 0 <= n <= high:
+        raise NotAnAtlasResult(f"{name}: {n} out of range 0..{high}")
+    return n
+
+
+def _int(v: Any) -> int | None:
+    """An optional integer column (fw, af, ...): None when absent, not an integer or beyond int4."""
+    try:
+        n = None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and -(2**31) <= n < 2**31 else None
+
+
+def _str(v: Any) -> str | None:
+    """An optional text column (addresses, names): only a string is one."""
+    return v if isinstance(v, str) else None
 
 
 def header(raw: dict) -> Header:
-    dst = raw.get("dst_addr") or raw.get("addr")
+    dst = _str(raw.get("dst_addr")) or _str(raw.get("addr"))
     if dst is None and isinstance(raw.get("resultset"), list) and raw["resultset"]:
-        dst = raw["resultset"][0].get("dst_addr") if isinstance(raw["resultset"][0], dict) else None
+        dst = _str(raw["resultset"][0].get("dst_addr")) if isinstance(raw["resultset"][0], dict) else None
     return Header(
         type=raw["type"],
-        msm_id=_int(raw.get("msm_id", raw.get("group_id"))),
-        prb_id=int(raw["prb_id"]),
-        timestamp=datetime.fromtimestamp(int(raw["timestamp"]), tz=timezone.utc),
+        msm_id=_key_int(raw, "msm_id" if "msm_id" in raw else "group_id", 2**63 - 1),
+        prb_id=_key_int(raw, "prb_id", 2**31 - 1),
+        timestamp=datetime.fromtimestamp(_key_int(raw, "timestamp", MAX_TIMESTAMP), tz=timezone.utc),
         fw=_int(raw.get("fw")),
-        from_addr=raw.get("from"),
+        from_addr=_str(raw.get("from")),
         dst_addr=dst,
     )
 
@@ -144,8 +166,8 @@ def parse_ping(raw: dict) -> PingRow:
     try:
         r: PingResult = _sagan(raw)
     except Exception as exc:  # sagan raises plain exceptions on odd input: a record, not a crash
-        return PingRow(h.msm_id, h.prb_id, h.timestamp, h.fw, _int(raw.get("af")), raw.get("src_addr"),
-                       h.from_addr, h.dst_addr, raw.get("dst_name"), None, None, None, [], None, None, None,
+        return PingRow(h.msm_id, h.prb_id, h.timestamp, h.fw, _int(raw.get("af")), _str(raw.get("src_addr")),
+                       h.from_addr, h.dst_addr, _str(raw.get("dst_name")), None, None, None, [], None, None, None,
                        errors.MalformedResponse.status, f"sagan could not parse the ping result: {exc}")
     rtts = [p.rtt for p in r.packets if not p.dup]
     got = [x for x in rtts if x is not None]
@@ -170,7 +192,7 @@ def parse_ping(raw: dict) -> PingRow:
         timestamp=h.timestamp,
         fw=h.fw,
         af=r.af,
-        src_addr=raw.get("src_addr"),
+        src_addr=_str(raw.get("src_addr")),
         from_addr=r.origin,
         dst_addr=r.destination_address,
         dst_name=r.destination_name,
@@ -216,7 +238,7 @@ def parse_dns(raw: dict) -> list[DnsRow]:
         responses = list(r.responses)
     except Exception as exc:
         return [DnsRow(h.msm_id, h.prb_id, h.timestamp, h.fw, None, _int(raw.get("af")), h.dst_addr,
-                       raw.get("src_addr"), h.from_addr, raw.get("proto"), None, None, None,
+                       _str(raw.get("src_addr")), h.from_addr, _str(raw.get("proto")), None, None, None,
                        status=errors.MalformedResponse.status, error=f"sagan could not parse the DNS result: {exc}")]
     raw_responses: list[dict] = []
     if isinstance(raw.get("resultset"), list):
@@ -227,7 +249,7 @@ def parse_dns(raw: dict) -> list[DnsRow]:
     if not responses:  # a top-level error with no response at all
         err = _dns_error(raw) or (errors.Other.status, r.error_message or "no DNS response in the result")
         return [DnsRow(h.msm_id, h.prb_id, h.timestamp, h.fw, None, _int(raw.get("af")), h.dst_addr,
-                       raw.get("src_addr"), h.from_addr, raw.get("proto"), None, None, None,
+                       _str(raw.get("src_addr")), h.from_addr, _str(raw.get("proto")), None, None, None,
                        status=err[0], error=err[1])]
     for i, resp in enumerate(responses):
         rr = raw_responses[i] if i < len(raw_responses) else {}

@@ -24,6 +24,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from atlas import parse
+from vantage_agent import errors
 
 
 @dataclass
@@ -111,7 +112,11 @@ def _dst_key(raw: dict, h: parse.Header) -> str:
 
 def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int, raw_text: str,
                  campaign: str | None, stats: AtlasIngestStats) -> None:
-    """Store one decoded value (or quarantine it)."""
+    """Store one decoded value (or quarantine it): never raises on what the value holds.
+
+    Each value is stored under a savepoint. What Postgres refuses (a NUL or a NaN in the
+    JSON, a number beyond a column's type) is retried as the raw result alone with status
+    malformed_response; if even that is refused, the value is quarantined with the reason."""
     try:
         if isinstance(value, parse.NotAnAtlasResult):
             raise value
@@ -120,21 +125,57 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
         raw = parse.load(value)
         h = parse.header(raw)
     except parse.NotAnAtlasResult as exc:
-        stats.quarantined += 1
-        stats.reasons.append(f"{source_file}:{line}: {exc}")
-        cur.execute(
-            "INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT ON CONSTRAINT uq_quarantine_file_line DO NOTHING",
-            (source_file, line, str(exc), raw_text[:100_000]),
-        )
+        _quarantine(cur, source_file, line, str(exc), raw_text, stats)
         return
-    rows: list = []
-    if h.type == "ping":
-        rows = [parse.parse_ping(raw)]
-    elif h.type == "dns":
-        rows = parse.parse_dns(raw)
-    status = parse.result_status(rows) if rows else "ok"
-    error = None if status == "ok" else next((r.error for r in rows if r.error), None) or status
+    try:
+        rows: list = []
+        if h.type == "ping":
+            rows = [parse.parse_ping(raw)]
+        elif h.type == "dns":
+            rows = parse.parse_dns(raw)
+    except Exception as exc:  # noqa: BLE001 - sagan's odd-input exceptions become a status, not a crash
+        rows, parse_error = [], f"could not parse the {h.type} result: {type(exc).__name__}: {exc}"
+    else:
+        parse_error = None
+    status = parse.result_status(rows) if rows else errors.OK
+    error = None if status == errors.OK else next((r.error for r in rows if r.error), None) or status
+    if parse_error:
+        status, error = errors.MalformedResponse.status, parse_error
+    try:
+        with cur.connection.transaction():
+            _store(cur, raw, h, rows, status, error, source_file, line, campaign, stats)
+        return
+    except _REFUSED as exc:
+        refused = f"rejected by the store: {_first_line(exc)}"
+    try:
+        with cur.connection.transaction():
+            _store(cur, raw, h, [], errors.MalformedResponse.status, refused, source_file, line, campaign, stats)
+    except _REFUSED as exc:
+        _quarantine(cur, source_file, line, f"rejected by the store: {_first_line(exc)}", raw_text, stats)
+
+
+# What Postgres (or psycopg's adaptation) refuses in a value: bad input, not a broken connection.
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _quarantine(cur: psycopg.Cursor, source_file: str, line: int, reason: str, raw_text: str,
+                stats: AtlasIngestStats) -> None:
+    stats.quarantined += 1
+    stats.reasons.append(f"{source_file}:{line}: {reason}")
+    cur.execute(
+        "INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT ON CONSTRAINT uq_quarantine_file_line DO NOTHING",
+        # text columns hold no NUL: spelled as its JSON escape
+        (source_file, line, reason.replace("\x00", "\\u0000"), raw_text[:100_000].replace("\x00", "\\u0000")),
+    )
+
+
+def _store(cur: psycopg.Cursor, raw: dict, h: parse.Header, rows: list, status: str, error: str | None,
+           source_file: str, line: int, campaign: str | None, stats: AtlasIngestStats) -> None:
     cur.execute(
         _RAW_SQL,
         (campaign, h.msm_id, h.prb_id, h.timestamp, h.type, h.fw, _dst_key(raw, h), status, error,
@@ -145,9 +186,6 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
         stats.duplicates += 1
         return
     raw_id = got[0]
-    stats.ingested += 1
-    stats.by_type[h.type] = stats.by_type.get(h.type, 0) + 1
-    stats.by_status[status] = stats.by_status.get(status, 0) + 1
     for r in rows:
         if isinstance(r, parse.PingRow):
             cur.execute(
@@ -163,6 +201,10 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
                  r.from_addr, r.proto, r.rcode, r.qname, r.qtype, Jsonb(r.answers), r.response_time,
                  r.response_size, r.status, r.error),
             )
+    # counted once everything of the value is written (a refused row rolls the savepoint back)
+    stats.ingested += 1
+    stats.by_type[h.type] = stats.by_type.get(h.type, 0) + 1
+    stats.by_status[status] = stats.by_status.get(status, 0) + 1
 
 
 def ingest_files(files: Iterable[Path], url: str, *, campaign: str | None = None) -> AtlasIngestStats:
