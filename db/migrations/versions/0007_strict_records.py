@@ -3,9 +3,12 @@ make them raise (issue 11, defect 4: ``"sent": 3.0`` made v_ping's ``::int`` fai
 reader). They read with JSON_VALUE (NULL for a value of another type or range) and compute
 differences and sums without overflow; column names and types are unchanged.
 
+It also merges the page_load branch (0003, which created v_page_load) so that v_page_load
+exists before it is replaced; a ``depends_on`` would leave 0003 a script head that the
+database no longer lists (``db status`` and tests compare the two).
+
 Revision ID: 0007_strict_records
-Revises: 0006_dns_cache_warmed
-Depends on: 0003_page_load (v_page_load)
+Revises: 0006_dns_cache_warmed, 0003_page_load
 """
 
 from alembic import op
@@ -13,9 +16,9 @@ from alembic import op
 from db.views import apply_view
 
 revision = "0007_strict_records"
-down_revision = "0006_dns_cache_warmed"
+down_revision = ("0006_dns_cache_warmed", "0003_page_load")
 branch_labels = None
-depends_on = ("0003_page_load",)
+depends_on = None
 
 VIEWS = ("v_ping", "v_dns_query", "v_page_load")
 
