@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import gzip
 import hashlib
+import json
 import os
 import signal
 import struct
@@ -172,7 +173,11 @@ def _binary_row(values: Iterable[bytes | str | None]) -> bytes:
 
 
 def canonical_json(value: Any) -> bytes:
-    return orjson.dumps(value, option=_SORTED)
+    """Keys sorted, compact; integers beyond 64 bits (which orjson cannot write) by the stdlib."""
+    try:
+        return orjson.dumps(value, option=_SORTED)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def content_hash(envelope: list, env_json: bytes, body_json: bytes) -> bytes:
@@ -213,12 +218,21 @@ def _strict_json(text: bytes) -> Any:
         raise RecordError(f"malformed JSON: {msg}") from None
 
 
+# orjson reads an integer beyond 64 bits as a float (2**70 -> 1.1805916207174113e+21): a line
+# with a run of 19+ digits (|n| >= 2**63 has at least 19) is re-read by the stdlib, whose
+# integers are exact, so the store keeps the number the agent wrote. Costs ~1 us a line.
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGIT_RUN = b"0" * 19
+
+
 def _record(text: bytes, source: bytes, lineno: int) -> tuple[str, bytes, bytes]:
     """One line -> (id, content hash, binary COPY row); RecordError says why not."""
     if len(text) > MAX_LINE_BYTES:
         raise RecordError(f"line longer than {MAX_LINE_BYTES >> 20} MiB ({len(text)} bytes)")
     rec, _ = parse_line(text)
     obj = _strict_json(text)  # pydantic accepts some JSON that jsonb refuses (NaN, BOM)
+    if _LONG_DIGIT_RUN in text.translate(_DIGITS):
+        obj = json.loads(text)  # exact integers; orjson has checked everything else
     if b"\\u0000" in text and _has_nul(obj):
         raise RecordError("NUL character (\\u0000) in a string: PostgreSQL text and jsonb cannot hold it")
     v = rec.vantage

@@ -150,6 +150,21 @@ def test_different_record_under_stored_id_is_an_id_conflict(fresh_db, tmp_path):
     assert ingest([tmp_path / "3.jsonl"], fresh_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 1}
 
 
+def test_integers_beyond_64_bits_are_stored_exactly(fresh_db, tmp_path):
+    """orjson reads them as floats; the store must keep the number the agent wrote."""
+    rec = json.loads(good(1)[0])
+    big = [2**70, -(2**63) - 1, 2**64 - 1, 12345678901234567890123]
+    rec["env"]["big"] = big
+    rec["body"]["rtts_ms"] = [2.5, 1180591620717411303424, 15.0]  # a float field given an integer
+    f = tmp_path / "big.jsonl"
+    _write(f, [json.dumps(rec)])
+    assert ingest([f], fresh_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 0}
+    with psycopg.connect(fresh_db) as c:
+        env, body = c.execute("SELECT env, body FROM results").fetchone()
+    assert env["big"] == big and body["rtts_ms"] == rec["body"]["rtts_ms"]
+    assert ingest([f], fresh_db).as_json() == {"ingested": 0, "duplicates": 1, "quarantined": 0}
+
+
 def test_migration_backfills_the_hash_ingest_computes(fresh_db, tmp_path):
     """Rows stored before 0008 get content_sha256 from their stored columns; it equals what
     ingest computes from the line, so re-ingesting them finds duplicates, not conflicts."""
@@ -157,7 +172,10 @@ def test_migration_backfills_the_hash_ingest_computes(fresh_db, tmp_path):
 
     import sqlalchemy as sa
 
-    files = sorted(V1.glob("*.jsonl"))
+    rec = json.loads(good(1)[0])
+    rec["env"]["big"] = 2**70  # canonical JSON by the stdlib on both sides
+    _write(tmp_path / "big.jsonl", [json.dumps(rec)])
+    files = [*sorted(V1.glob("*.jsonl")), tmp_path / "big.jsonl"]
     first = ingest(files, fresh_db)
     with psycopg.connect(fresh_db) as c:
         before = dict(c.execute("SELECT id, content_sha256 FROM results").fetchall())
