@@ -7,7 +7,9 @@ import sys
 import typer
 
 from dnscamp import __version__
+from db.embedded import StoreError
 from dnscamp.commands import campaign, db, ingest
+from dnscamp.errors import die
 
 app = typer.Typer(
     name="dnscamp",
@@ -39,6 +41,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("dnscamp: interrupted\n")
         raise SystemExit(130) from None
+    except StoreError as exc:  # the store misconfigured or unreachable: one line, not a traceback
+        die(str(exc), code=1)
 
 
 if __name__ == "__main__":
