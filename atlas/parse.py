@@ -108,14 +108,15 @@ def load(value: Any) -> dict:
     # The raw table's key columns: integers inside their SQL types (a timestamp a datetime can hold).
     _key_int(value, "prb_id", 2**31 - 1)
     _key_int(value, "timestamp", MAX_TIMESTAMP)
-    _key_int(value, "msm_id" if "msm_id" in value else "group_id", 2**63 - 1)
+    # negative msm ids are local measurements (`dnscamp atlas server-ping`), never Atlas's
+    _key_int(value, "msm_id" if "msm_id" in value else "group_id", 2**63 - 1, low=-(2**63 - 1))
     return value
 
 
 MAX_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last second a datetime holds
 
 
-def _key_int(value: dict, name: str, high: int) -> int:
+def _key_int(value: dict, name: str, high: int, low: int = 0) -> int:
     v = value[name]
     try:
         n = int(v)
@@ -123,8 +124,8 @@ def _key_int(value: dict, name: str, high: int) -> int:
             raise ValueError
     except (TypeError, ValueError, OverflowError):
         raise NotAnAtlasResult(f"{name}: not an integer ({type(v).__name__})") from None
-    if not 0 <= n <= high:
-        raise NotAnAtlasResult(f"{name}: {n} out of range 0..{high}")
+    if not low <= n <= high:
+        raise NotAnAtlasResult(f"{name}: {n} out of range {low}..{high}")
     return n
 
 
@@ -148,7 +149,7 @@ def header(raw: dict) -> Header:
         dst = _str(raw["resultset"][0].get("dst_addr")) if isinstance(raw["resultset"][0], dict) else None
     return Header(
         type=raw["type"],
-        msm_id=_key_int(raw, "msm_id" if "msm_id" in raw else "group_id", 2**63 - 1),
+        msm_id=_key_int(raw, "msm_id" if "msm_id" in raw else "group_id", 2**63 - 1, low=-(2**63 - 1)),
         prb_id=_key_int(raw, "prb_id", 2**31 - 1),
         timestamp=datetime.fromtimestamp(_key_int(raw, "timestamp", MAX_TIMESTAMP), tz=timezone.utc),
         fw=_int(raw.get("fw")),
