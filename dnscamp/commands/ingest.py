@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+import sqlalchemy.exc
 import typer
 
 from collectors.ingest import IngestError, IngestStats, StoreUnavailable, ingest
@@ -22,7 +23,11 @@ def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     cannot be reached, with one line naming what to run (exit 1)."""
     # psycopg logs a warning while it abandons a COPY on a lost connection; our one line says it.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
-    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    try:
+        migrate.upgrade(engine.sqlalchemy_url("owner"))
+    except sqlalchemy.exc.OperationalError as exc:
+        die(f"cannot reach the store ({str(exc.orig).strip().splitlines()[0]}): run `dnscamp db up` "
+            "(or check DNSCAMP_DATABASE_URL), then the same ingest again", code=1)  # fmt: skip
     try:
         stats = ingest(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
     except StoreUnavailable as exc:
