@@ -20,8 +20,9 @@ CROSS JOIN LATERAL (
            JSON_VALUE(r.body, '$.received' RETURNING int) AS received
 ) b
 LEFT JOIN LATERAL (
-    -- avg in numeric: a float8 sum of large RTTs could overflow
-    SELECT min(x) AS rtt_min_ms, avg(x::numeric)::float8 AS rtt_avg_ms,
+    -- avg in numeric: a float8 sum of large RTTs could overflow; rounded to 1e-300 so that a
+    -- mean below float8's normal range (e.g. of 5e-324 RTTs) is 0, not a float8 underflow error
+    SELECT min(x) AS rtt_min_ms, round(avg(x::numeric), 300)::float8 AS rtt_avg_ms,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS rtt_median_ms,
            max(x) AS rtt_max_ms
     FROM jsonb_path_query(r.body, 'lax $.rtts_ms[*]') AS e,
