@@ -102,7 +102,8 @@ def run_cmd(
     keep_testbed: bool = typer.Option(False, "--keep-testbed", help="Leave a testbed this run brought up running afterwards."),
     max_units: int = MAX_UNITS_OPT,
 ) -> None:
-    """Run (or resume) a campaign: units -> spool -> (ingest) -> (report)."""
+    """Run (or resume) a campaign: units -> spool -> (ingest) -> (report). Exit 3 when the
+    ingest quarantined a line (as `dnscamp ingest`)."""
     s = _load(spec)
     _plan(s, "run", max_units)  # refuse an oversized plan before any testbed or spool work
     spool = spool or paths.spool_dir()
@@ -140,6 +141,8 @@ def run_cmd(
         from db import engine
 
         report.render(report.gather(engine.database_url("reader"), summary.campaign, summary.run))
+    if ingest and out["ingest"]["quarantined"]:
+        raise typer.Exit(3)  # like `dnscamp ingest`: a scheduled run must not hide a quarantined line
 
 
 @app.command("report")
