@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,16 @@ if os.environ.get("DNSCAMP_TEST_DATABASE_URL"):
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The session's own home (its embedded Postgres is stopped by `db_url`) goes with it: a
+    # home named by DNSCAMP_TEST_HOME is the caller's and stays.
+    if not os.environ.get("DNSCAMP_TEST_HOME"):
+        from db import embedded
+
+        if not embedded.is_running():
+            shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
