@@ -173,8 +173,12 @@ def test_sigkill_during_up_then_down_cleans_everything(testbed):
 
 
 def test_not_root_is_one_clear_error(testbed, tmp_path):
-    # run the CLI as nobody: exit 2 and one line
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *DNSCAMP, "testbed", "status"],
+    # run the CLI as nobody: exit 2 and one line. nobody keeps CAP_DAC_READ_SEARCH only, to read
+    # the checkout wherever it is (a fresh clone under a 0700 mktemp -d, a venv's python under
+    # /root); its euid, which is what the check is about, is 65534.
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+              "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    p = subprocess.run([*nobody, *DNSCAMP, "testbed", "status"],
                        capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                                                                      "DNSCAMP_HOME": str(tmp_path)})
     assert p.returncode == 2, p.stderr
