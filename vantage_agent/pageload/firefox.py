@@ -219,6 +219,18 @@ class _BidiRecorder:
             raise RuntimeError(f"BiDi subscribe: {reply.get('error')}: {reply.get('message')}")
         self.ok = True
 
+    def wait_for_completed(self, n: int, timeout_s: float = 2.0) -> None:
+        """Wait (bounded) until ``n`` requests have ended (responseCompleted / fetchError):
+        the events arrive over the websocket after onLoad, and a HAR built at once missed
+        some (2 of 7 entries for the multi-host page, seen in CI)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                done = sum(name != "network.beforeRequestSent" for name, _ in self.events)
+            if done >= n:
+                return
+            time.sleep(0.02)
+
     def _cb(self, name: str):
         def f(params: Any) -> None:
             with self.lock:
@@ -300,6 +312,7 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
         if opts.har:
             bv = res.versions.get("browser_version", "")
             if rec.ok:
+                rec.wait_for_completed(1 + len(res.resources))  # the document + Resource Timing's entries
                 with rec.lock:
                     evs = list(rec.events)
                 res.har = harmod.from_bidi(evs, url, res, creator_version=bv)
