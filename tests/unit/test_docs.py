@@ -43,3 +43,14 @@ def test_readme_names_the_two_commands_and_ci_runs_make_test():
     readme = (ROOT / "README.md").read_text()
     assert "make demo" in readme and "make test" in readme
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_test_runs_linkems_rust_tests():
+    """`make test` (what CI runs) runs linkem's cargo tests before pytest (issue 12 §9)."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    cargo = next(i for i, line in enumerate(lines) if "cargo test --locked" in line)
+    assert lines[cargo].startswith("cd testbed/linkem && ")
+    assert cargo < next(i for i, line in enumerate(lines) if "-m pytest" in line)
