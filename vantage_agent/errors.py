@@ -98,6 +98,12 @@ class DriverError(MeasurementError):
 
 
 # -- set-up / local problems ------------------------------------------------------------------
+class BadInput(MeasurementError):
+    """The measurement was asked for something invalid (e.g. not a DNS name); nothing was sent."""
+
+    status = "bad_input"
+
+
 class SetupError(MeasurementError):
     """The measurement could not even start (missing tool, bad local configuration)."""
 

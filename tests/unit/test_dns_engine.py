@@ -314,3 +314,103 @@ def test_netdev_counts_and_udp_payload(monkeypatch):
     assert c.owns_testbed_namespace()
     monkeypatch.setenv("DNSCAMP_NETNS", "")
     assert not c.owns_testbed_namespace()
+
+
+# -- invalid names are bad_input before any I/O (issue 12, item 3) ------------------------------
+_BAD_NAMES = {
+    "64-byte label": "a" * 64 + ".test.",
+    "empty label": "a..b.",
+    "256-byte name": ".".join(["a" * 63] * 3 + ["a" * 62]) + ".",  # wire: 3*64 + 63 + 1 = 256 > 255
+}
+
+
+@pytest.mark.parametrize("name", _BAD_NAMES.values(), ids=_BAD_NAMES.keys())
+def test_invalid_name_is_bad_input_in_the_builder(name):
+    with pytest.raises(errors.BadInput, match="not a DNS name"):
+        c.make_query(name, "A")
+
+
+@pytest.mark.parametrize("transport", list(registry.TRANSPORTS))
+@pytest.mark.parametrize("name", _BAD_NAMES.values(), ids=_BAD_NAMES.keys())
+def test_invalid_name_is_a_bad_input_record_and_nothing_is_sent(monkeypatch, transport, name):
+    from vantage_agent.dns import doh
+
+    def no_io(*a, **k):
+        raise AssertionError("a socket / curl handle was made for an invalid name")
+
+    monkeypatch.setattr(socket, "socket", no_io)
+    monkeypatch.setattr(doh.Client, "_new_handle", no_io)
+    ep = c.Endpoint(transport=registry.endpoint_key(transport), address="192.0.2.1", port=853, tls_name="x.test",
+                    url="https://x.test/dns-query", resolver="fake")
+    policy, options = Policy("reuse"), c.QueryOptions(timeout_s=0.5)
+    client = registry.client(transport, ep, policy, options)
+    try:
+        t = client.query(name, "A")
+    finally:
+        client.close()
+    assert t.status == errors.BadInput.status == "bad_input" and "not a DNS name" in t.error
+    assert t.t_query_sent is None and t.attempts == 0 and t.qname == name
+    body = runner.body(t, endpoint=ep, policy=policy, options=options)  # a valid record body
+    assert body.qname == name and body.attempts == 0 and body.timeout_s == 0.5
+
+
+@pytest.mark.parametrize("name", [
+    "www.Example.test.", "a" * 63 + ".test.",
+    ".".join(["a" * 63] * 3 + ["a" * 61]) + ".",  # 255 bytes on the wire: the longest name
+    "bücher.example.", "_dns.resolver.arpa.", ".",
+])
+def test_valid_name_wire_equals_dnspython_question(name):
+    q = c.make_query(name, "A", txid=0)
+    ref = dns.message.make_query(name, "A", use_edns=0, payload=1232)
+    ref.id = 0
+    assert q.to_wire() == ref.to_wire()
+    question = ref.to_wire()[12 : 12 + len(q.qname_wire) + 4]
+    assert q.to_wire()[12 : 12 + len(question)] == question
+
+
+def test_unknown_qtype_is_bad_input():
+    with pytest.raises(errors.BadInput, match="query type"):
+        c.make_query("a.test.", "NOSUCHTYPE")
+
+
+# -- a unit that cannot start records what was asked, not placeholders (issue 12, item 2) ---------
+def _unit(target, params):
+    from vantage_agent.kind import Unit
+    from vantage_agent.records import Vantage
+
+    return Unit(id="u1", campaign="c", run="r", kind="dns_query", vantage=Vantage(id="v", provider="local"),
+                target=target, repetition=0, params=params, seed=1)
+
+
+def _ctx(tmp_path):
+    from vantage_agent.kind import RunContext
+
+    return RunContext(spool_dir=tmp_path, artifacts_dir=tmp_path)
+
+
+def test_setup_failure_record_carries_the_asked_parameters(tmp_path):
+    params = DnsQueryParams(resolvers=["nosuch"], transports=["do53"], policy="resume", idle_timeout_s=7.0,
+                            names=["one.example.test"], qtype="AAAA", timeout_s=2.5, attempts=3).model_dump()
+    (rec,) = KIND.run(_unit("nosuch/do53", params), _ctx(tmp_path))
+    assert rec.status == "setup_error" and "nosuch" in rec.error
+    b = DnsQueryBody.model_validate(rec.body)  # strict model
+    assert (b.policy, b.qname, b.qtype, b.timeout_s, b.idle_timeout_s, b.max_attempts) == (
+        "resume", "one.example.test.", "AAAA", 2.5, 7.0, 3)
+    assert (b.resolver, b.transport) == ("nosuch", "do53")
+    assert b.address is None and b.port is None and b.t_start is None and b.connection_reused is None
+    assert b.attempts == 0 and b.wire_basis == "unavailable"
+    assert parse_record(json.loads(rec.to_json()))[1] == b  # and as a line at ingest
+
+
+def test_setup_failure_of_a_several_name_unit_has_no_qname(tmp_path):
+    params = DnsQueryParams(resolvers=["nosuch"], transports=["dot"], policy="fresh", names=["a.test", "b.test"]).model_dump()
+    (rec,) = KIND.run(_unit("nosuch/dot", params), _ctx(tmp_path))
+    b = DnsQueryBody.model_validate(rec.body)
+    assert b.qname is None and b.policy == "fresh" and b.max_attempts == 1 and b.address is None
+
+
+def test_setup_failure_with_invalid_params_records_nulls(tmp_path):
+    (rec,) = KIND.run(_unit("nosuch/dox", {"names": ["a.test"], "policy": "sometimes"}), _ctx(tmp_path))
+    b = DnsQueryBody.model_validate(rec.body)
+    assert rec.status == "setup_error"
+    assert (b.transport, b.policy, b.timeout_s, b.qname, b.qtype, b.address) == (None, None, None, None, None, None)

@@ -5,6 +5,7 @@ boundary (STYLE.md §7)."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import socket
@@ -61,20 +62,32 @@ class QueryOptions:
             raise ValueError("doh_method must be POST or GET")
 
 
-_QTYPES: dict[str, int] = {}
 _RCODES = {i: dns.rcode.to_text(i) for i in range(16)}
 
 
+@functools.lru_cache(maxsize=65536)
 def _qtype_num(qtype: str) -> int:
-    n = _QTYPES.get(qtype)
-    if n is None:
-        n = _QTYPES[qtype] = int(dns.rdatatype.from_text(qtype))
-    return n
+    try:
+        return int(dns.rdatatype.from_text(qtype))
+    except dns.exception.DNSException as exc:
+        raise errors.BadInput(f"not a DNS query type: {qtype!r} ({exc})") from None
+
+
+@functools.lru_cache(maxsize=65536)
+def qname_wire(qname: str) -> bytes:
+    """``qname`` (absolute) in wire format, by dnspython: a label over 63 bytes, an empty label
+    or a name over 255 bytes is BadInput, never sent. Cached: campaigns repeat their names."""
+    try:
+        return dns.name.from_text(qname).to_wire()
+    except (dns.exception.DNSException, UnicodeError) as exc:
+        raise errors.BadInput(f"not a DNS name: {qname[:80]!r}{'...' if len(qname) > 80 else ''} ({exc})") from None
 
 
 class Query:
     """A DNS query in wire format: RD set, one question, an EDNS(0) OPT record (what
-    ``dns.message.make_query(qname, qtype, use_edns=0)`` builds, without its per-call cost)."""
+    ``dns.message.make_query(qname, qtype, use_edns=0)`` builds, without its per-call cost:
+    the name comes from ``qname_wire``, the header and OPT record are packed here).
+    Raises BadInput for an invalid name or type, before any I/O."""
 
     __slots__ = ("id", "qname", "qtype", "qname_wire", "wire")
 
@@ -82,8 +95,7 @@ class Query:
         self.id = txid
         self.qname = qname if qname.endswith(".") else qname + "."
         self.qtype = qtype
-        labels = [lb.encode("idna") if not lb.isascii() else lb.encode() for lb in self.qname[:-1].split(".")] if self.qname != "." else []
-        self.qname_wire = b"".join(bytes([len(lb)]) + lb for lb in labels) + b"\x00"
+        self.qname_wire = qname_wire(self.qname)
         self.wire = (
             struct.pack("!HHHHHH", txid, 0x0100, 1, 0, 0, 1)
             + self.qname_wire

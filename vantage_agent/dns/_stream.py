@@ -9,10 +9,11 @@ import socket
 import ssl
 import struct
 
+from vantage_agent import errors
 
 from . import _common as c
 from .policy import Policy
-from .timing import DnsTiming, PhaseClock, WireCount
+from .timing import DnsTiming, PhaseClock, WireCount, failed
 
 
 class StreamClient:
@@ -120,7 +121,10 @@ class StreamClient:
             wire_basis="tcp_info",
         )
         deadline = t0 + int(self.options.timeout_s * 1e9)
-        q = c.make_query(qname, qtype, edns_payload=self.options.edns_payload)
+        try:
+            q = c.make_query(qname, qtype, edns_payload=self.options.edns_payload)
+        except errors.BadInput as exc:
+            return failed(base, exc, attempts=0)  # before any I/O: a reused connection stays open
         wire = q.to_wire()
         reused = False
         hs: WireCount | None = None

@@ -24,7 +24,7 @@ from vantage_agent import errors
 from . import _common as c
 from ._stream import StreamClient
 from .policy import Policy
-from .timing import DnsTiming, WireCount
+from .timing import DnsTiming, WireCount, failed
 
 TRANSPORT = "do53"
 ENDPOINT = "do53"
@@ -66,7 +66,10 @@ class UdpClient:
             policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, wire_basis="udp_count",
             handshake=None,
         )
-        q = c.make_query(qname, qtype, edns_payload=opt.edns_payload)
+        try:
+            q = c.make_query(qname, qtype, edns_payload=opt.edns_payload)
+        except errors.BadInput as exc:
+            return failed(base, exc, attempts=0)
         wire = q.to_wire()
         sent = rcvd = sent_b = rcvd_b = 0
         t_first: int | None = None

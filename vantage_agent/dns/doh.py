@@ -165,7 +165,12 @@ class Client:
     # -- one query -----------------------------------------------------------------------------
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
-        q = c.make_query(qname, qtype, txid=0, edns_payload=opt.edns_payload)  # RFC 8484 §4.1
+        try:
+            q = c.make_query(qname, qtype, txid=0, edns_payload=opt.edns_payload)  # RFC 8484 §4.1
+        except errors.BadInput as exc:  # before libcurl is touched
+            return DnsTiming(transport=self.transport, address=ep.address, port=self._port, qname=qname, qtype=qtype,
+                             policy=self.policy.mode, t_start=c.now(), timeout_s=opt.timeout_s,
+                             status=exc.status, error=exc.message, attempts=0)
         wire = q.to_wire()
         fresh = self.policy.mode == "fresh"
         if fresh or self._curl is None:

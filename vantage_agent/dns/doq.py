@@ -37,7 +37,7 @@ from vantage_agent import errors
 
 from . import _common as c
 from .policy import Policy
-from .timing import DnsTiming, WireCount
+from .timing import DnsTiming, WireCount, failed
 
 TRANSPORT = "doq"
 ENDPOINT = "doq"
@@ -219,7 +219,10 @@ class Client:
             quic_version="1",
         )
         deadline = t0 + int(opt.timeout_s * 1e9)
-        q = c.make_query(qname, qtype, txid=0, edns_payload=opt.edns_payload)  # RFC 9250 §4.2.1
+        try:
+            q = c.make_query(qname, qtype, txid=0, edns_payload=opt.edns_payload)  # RFC 9250 §4.2.1
+        except errors.BadInput as exc:
+            return failed(base, exc, attempts=0)
         wire = q.to_wire()
         reused = False
         conn: _Conn | None = None

@@ -118,11 +118,7 @@ class _DnsQueryKind:
                 except catalog_mod.CatalogError:
                     pass  # no Do53 endpoint: warm over the unit's own transport
         except Exception as exc:  # noqa: BLE001 - a unit that cannot start is still a record
-            tr = unit.target.partition("/")[2]
-            body = {"transport": tr if tr in registry.TRANSPORTS else "do53", "resolver": unit.target.partition("/")[0] or None,
-                    "address": "0.0.0.0", "port": 53, "qname": ".", "policy": "fresh",
-                    "idle_timeout_s": DEFAULT_IDLE_TIMEOUT_S, "timeout_s": 5.0, "max_attempts": 1, "attempts": 1,
-                    "t_start": 0, "connection_reused": False, "wire_basis": "unavailable"}
+            body = _setup_failure_body(unit, Path(ctx.extra.get("campaign_dir", ".")))
             yield make_record(unit, started_at=started, body=body, status=errors.SetupError.status,
                               error=f"dns_query set-up failed for {unit.target!r}: {exc}", env=env)
             return
@@ -138,6 +134,33 @@ class _DnsQueryKind:
                 yield make_record(unit, started_at=at, body=b, status=t.status, error=t.error, env=env)
         finally:
             client.close()
+
+
+def _setup_failure_body(unit: Unit, base_dir: Path) -> dict:
+    """The body of a unit that could not start: what the campaign asked for (policy, timeouts,
+    the name when the unit asked for one) and null for what was never known (address, port,
+    t_start), never a placeholder that would enter v_dns_query as if measured."""
+    resolver, _, transport = unit.target.partition("/")
+    try:
+        params: DnsQueryParams | None = DnsQueryParams.model_validate(unit.params)
+    except Exception:  # noqa: BLE001 - invalid parameters: nothing of them is recorded
+        params = None
+    qname = None
+    if params is not None:
+        try:
+            names = params.name_list(base_dir)
+        except Exception:  # noqa: BLE001 - an unreadable names_file: the names are unknown
+            names = params.names
+        qname = names[0] if len(names) == 1 else None
+    transport = transport if transport in registry.TRANSPORTS else None
+    return {"transport": transport, "resolver": resolver or None, "address": None, "port": None,
+            "qname": qname, "qtype": params.qtype if params else None,
+            "policy": params.policy if params else None,
+            "idle_timeout_s": params.idle_timeout_s if params else None,
+            "timeout_s": params.timeout_s if params else None,
+            "max_attempts": (params.attempts if transport == "do53" else 1) if params else None,
+            "attempts": 0, "t_start": None, "connection_reused": None, "wire_basis": "unavailable",
+            "cache_warmed": None}
 
 
 def _warm(transport: str, endpoint, names: list[str], params: DnsQueryParams, options: QueryOptions) -> bool:

@@ -20,26 +20,28 @@ Transport = Literal["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
 
 
 class DnsQueryBody(Frozen):
+    # A unit that could not start (setup_error) records what was asked and null for what was
+    # never known (address, port, t_start, ...): no placeholder values (issue 12).
     resolver: str | None = Field(None, description="Catalog name of the resolver (cloudflare, testbed-isp, local, ...).")
-    transport: Transport
-    address: str = Field(description="Resolver address queried.")
-    port: int = Field(ge=1, le=65535)
+    transport: Transport | None = Field(description="null only when the unit's target names no known transport.")
+    address: str | None = Field(description="Resolver address queried; null if never resolved (setup_error).")
+    port: int | None = Field(ge=1, le=65535, description="null if never resolved (setup_error).")
     tls_name: str | None = Field(None, description="TLS server name verified (DoT/DoH/DoH3/DoQ).")
     url: str | None = Field(None, description="DoH/DoH3 URL.")
-    qname: str
-    qtype: str = "A"
+    qname: str | None = Field(description="Name queried; null for a setup_error of a unit asked for several names.")
+    qtype: str | None = Field("A", description="null only if the unit's parameters were invalid.")
     sequence: Count = Field(0, description="Index of this query within its unit / CLI run.")
-    policy: Literal["fresh", "reuse", "resume"]
-    idle_timeout_s: float = Field(gt=0, description="Idle timeout of a reused connection.")
-    timeout_s: float = Field(gt=0, description="Query timeout (per attempt for Do53/UDP).")
-    max_attempts: Positive = Field(description="Configured attempts (Do53/UDP retries; 1 elsewhere).")
-    attempts: Positive = Field(description="Transmissions actually sent.")
-    t_start: BigCount = Field(description="monotonic ns: query handed to the engine.")
+    policy: Literal["fresh", "reuse", "resume"] | None = Field(description="null only if the unit's parameters were invalid.")
+    idle_timeout_s: float | None = Field(gt=0, description="Idle timeout of a reused connection.")
+    timeout_s: float | None = Field(gt=0, description="Query timeout (per attempt for Do53/UDP).")
+    max_attempts: Positive | None = Field(description="Configured attempts (Do53/UDP retries; 1 elsewhere).")
+    attempts: Count = Field(description="Transmissions actually sent (0: none, e.g. setup_error, bad_input).")
+    t_start: BigCount | None = Field(description="monotonic ns: query handed to the engine; null if it never was (setup_error).")
     t_connected: BigCount | None = Field(None, description="monotonic ns: TCP connected / first QUIC datagram sent.")
     t_tls_done: BigCount | None = Field(None, description="monotonic ns: TLS or QUIC handshake completed.")
     t_query_sent: BigCount | None = Field(None, description="monotonic ns: query handed to the kernel (first transmission).")
     t_response: BigCount | None = Field(None, description="monotonic ns: complete response received.")
-    connection_reused: bool = Field(description="The query used an already open connection.")
+    connection_reused: bool | None = Field(description="The query used an already open connection; null if no query was made.")
     resumed: bool | None = Field(None, description="New connection resumed a TLS session (PSK); null if no new TLS connection.")
     early_data: bool | None = Field(None, description="Query sent (and accepted) as QUIC/TLS 0-RTT early data.")
     tls_version: str | None = None
@@ -76,12 +78,12 @@ class DnsQueryBody(Frozen):
     def _phases(self) -> "DnsQueryBody":
         for name in ("t_connected", "t_tls_done", "t_query_sent", "t_response"):
             v = getattr(self, name)
-            if v is not None and v < self.t_start:
+            if v is not None and (self.t_start is None or v < self.t_start):
                 raise ValueError(f"{name} is before t_start")
         if self.t_response is not None and self.t_query_sent is not None and self.t_response < self.t_query_sent:
             raise ValueError("t_response is before t_query_sent")
         if self.connection_reused and (self.t_connected is not None or self.t_tls_done is not None):
             raise ValueError("a reused connection has no connect/handshake timestamps")
-        if self.attempts > self.max_attempts:
+        if self.max_attempts is not None and self.attempts > self.max_attempts:
             raise ValueError("attempts exceeds max_attempts")
         return self
