@@ -22,6 +22,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from vantage_agent.stats import median
+
 # §IV-B: "For 51% ... at least 5 ms", "36.7% ... at least 10 ms", "24.3% ... 15 ms",
 # "10% ... 30 ms", "7.2% and 3.8% ... at least 40 ms and 50 ms".
 SAVING_THRESHOLDS_MS: tuple[int, ...] = (5, 10, 15, 30, 40, 50)
@@ -159,7 +161,7 @@ def summarize(probes: Sequence[ProbeRtts], *, isp_only: bool = True) -> dict:
             (m.proposal_retry < m.status_quo for m in models), n
         ),
         "median_ms": {
-            k: _median([getattr(m, k) for m in models])
+            k: median([getattr(m, k) for m in models])
             for k in ("rtt_dns", "rtt_server", "rtt_direct", "saving", "saving_retry")
         },
         "cdf": {  # Fig. 6 (the three RTTs) and Fig. 7 (the four latencies)
@@ -172,14 +174,6 @@ def summarize(probes: Sequence[ProbeRtts], *, isp_only: bool = True) -> dict:
             "proposal_retry": _cdf(m.proposal_retry for m in models),
         },
     }
-
-
-def _median(xs: Sequence[float]) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def format_summary(s: dict) -> str:

@@ -46,6 +46,7 @@ from atlas import emit
 from atlas.discovery import AsnDb, discover, from_query_log, from_whoami, random_label, write_asn_db
 from atlas.parse import parse_dns
 from atlas.quicsocks import summarize
+from vantage_agent.stats import median
 
 SERVER_ADDR = "10.90.0.10"
 AUTH_ADDR = "10.90.0.53"
@@ -245,7 +246,7 @@ class Island:
                     maxs.append(lat["max"] / 1e6)
         if not p50s:
             return {"p50_median": None, "p99_max": None, "max": None}
-        return {"p50_median": round(statistics.median(p50s), 3), "p99_max": round(max(p99s), 3),
+        return {"p50_median": round(median(p50s), 3), "p99_max": round(max(p99s), 3),
                 "max": round(max(maxs), 3)}
 
     def link_backend(self) -> str | None:
@@ -395,7 +396,7 @@ def _errors(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
     errs = [abs(m - t) for m, t in pairs]
     if not errs:
         return {"median": None, "max": None, "mean_signed": None, "n": 0}
-    return {"median": round(statistics.median(errs), 3), "max": round(max(errs), 3),
+    return {"median": round(median(errs), 3), "max": round(max(errs), 3),
             "mean_signed": round(statistics.fmean(m - t for m, t in pairs), 3), "n": len(errs)}
 
 

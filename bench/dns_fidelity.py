@@ -24,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vantage_agent.stats import median  # noqa: E402
+
 TRANSPORTS = ["do53", "dot", "doh", "doh3", "doq"]
 POLICIES = ["fresh", "reuse", "resume"]
 TARGET = {("do53", p): 1.05 for p in POLICIES}
@@ -31,14 +33,6 @@ TARGET.update({(t, "fresh"): v for t, v in {"doq": 2.10, "doh3": 2.10, "dot": 3.
 TARGET.update({(t, "reuse"): 1.10 for t in TRANSPORTS})
 NAMES = ["www.single.test.", "www.js.test.", "www.js-css.test."]
 HDR = {"do53": 28, "doq": 28, "doh3": 28, "dot": 52, "doh": 52}  # IPv4+UDP / IPv4+TCP(timestamps)
-
-
-def _median(v):
-    v = sorted(v)
-    if not v:
-        return None
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def inner(profile: str, k: int) -> dict:
@@ -80,9 +74,9 @@ def inner(profile: str, k: int) -> dict:
                 "n": len(res), "ok": len(ok), "errors": sorted({r.status for r in res if not r.ok}),
                 "reused": sum(r.connection_reused for r in res), "resumed": sum(bool(r.resumed) for r in res),
                 "early_data": sum(bool(r.early_data) for r in res),
-                "rtt_multiple_p50": round(_median(mult), 3) if mult else None,
-                "exchange_multiple_p50": round(_median(exch), 3) if exch else None,
-                "ip_bytes_p50": _median(byts), "packets_p50": _median(pkts),
+                "rtt_multiple_p50": round(median(mult), 3) if mult else None,
+                "exchange_multiple_p50": round(median(exch), 3) if exch else None,
+                "ip_bytes_p50": median(byts), "packets_p50": median(pkts),
                 # where the time goes beyond whole round trips (ms, medians over ok queries)
                 "phases_ms_p50": _phases(ok),
             }
@@ -101,7 +95,7 @@ def _phases(ok: list) -> dict:
         "gap": [ms(r.t_tls_done, r.t_query_sent) for r in ok],
         "exchange": [ms(r.t_query_sent, r.t_response) for r in ok],
     }
-    return {k: round(_median([x for x in v if x is not None]), 2) if any(x is not None for x in v) else None
+    return {k: round(median([x for x in v if x is not None]), 2) if any(x is not None for x in v) else None
             for k, v in cols.items()}
 
 

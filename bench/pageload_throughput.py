@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from vantage_agent.pageload import dnsmode, localsite  # noqa: E402
 from vantage_agent.pageload.common import LoadOptions  # noqa: E402
 from vantage_agent.pageload.kind import find_ca, measure  # noqa: E402
 from vantage_agent.records import Vantage  # noqa: E402
+from vantage_agent.stats import median  # noqa: E402
 
 
 def series(browser: str, url: str, mode: dnsmode.DnsMode, n: int, ca: str | None, work: Path) -> dict:
@@ -60,8 +60,8 @@ def series(browser: str, url: str, mode: dnsmode.DnsMode, n: int, ca: str | None
         "loads": n,
         "statuses": statuses,
         "loads_per_hour": round(3600 * n / total, 1),
-        "wall_ms_per_load_p50": round(statistics.median(walls), 1),
-        "plt_ms_p50": round(statistics.median(plts), 1) if plts else None,
+        "wall_ms_per_load_p50": round(median(walls), 1),
+        "plt_ms_p50": round(median(plts), 1) if plts else None,
     }
 
 

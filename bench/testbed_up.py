@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from vantage_agent.stats import median  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 PROFILES = "fiber,4g"
@@ -67,8 +68,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "dnscamp.cli", "testbed", "down"], cwd=ROOT, capture_output=True)
     out = {
         "bench": "testbed_up", "profiles": PROFILES, "runs": RUNS,
-        "up_s_median": round(statistics.median(ups), 2), "up_s_max": round(max(ups), 2),
-        "services_s_median": round(statistics.median(services_s), 2),
+        "up_s_median": round(median(ups), 2), "up_s_max": round(max(ups), 2),
+        "services_s_median": round(median(services_s), 2),
         "servers_rss_mib": mem, "servers_rss_mib_total": round(sum(mem.values()), 1),
         "target_up_s": 20, "machine": f"{platform.node()} {os.cpu_count()} cpus {platform.release()}",
     }

@@ -41,6 +41,8 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
+from vantage_agent.stats import percentile
+
 RTT_TARGET_MS = 0.2  # issue 3: median RTT error <= 0.2 ms
 GOODPUT_TOLERANCE = 0.05  # issue 3: TCP goodput within 5 % of the configured rate (after framing)
 FRAMING_BYTES = 38  # linkem counts IP packet + 38 B (Ethernet 14 + FCS 4 + preamble 8 + IFG 12)
@@ -58,17 +60,6 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 # ============================================================================================
 # statistics (pure)
 # ============================================================================================
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
-    if not values:
-        return None
-    v = sorted(values)
-    pos = (len(v) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def binomial_interval(n: int, p: float, level: float = 0.99) -> tuple[int, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -20,13 +19,7 @@ from typing import Any, Optional
 import typer
 
 from dnscamp.errors import die
-
-def _pct(xs: list[float], p: float) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
-
+from vantage_agent.stats import median, percentile
 
 def pageload_command(
     urls: list[str] = typer.Argument(..., metavar="URL...", help="Pages to load (http:// or https://)."),
@@ -177,9 +170,9 @@ def _summarise(records: list[Any]) -> list[dict[str, Any]]:
                 "n": len(rs),
                 "success": ok,
                 "success_rate": round(ok / len(rs), 4) if rs else None,
-                "plt_ms_p50": _round(_pct(plts, 50)),
-                "plt_ms_p90": _round(_pct(plts, 90)),
-                "dns_lookups_p50": statistics.median(lookups) if lookups else None,
+                "plt_ms_p50": _round(percentile(plts, 50)),
+                "plt_ms_p90": _round(percentile(plts, 90)),
+                "dns_lookups_p50": median(lookups),
                 "dns_transport_verified": verified,
                 "statuses": dict(statuses),
             }

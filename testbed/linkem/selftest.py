@@ -37,9 +37,14 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    # run as a script (`python3 testbed/linkem/selftest.py`): the repository root for
+    # vantage_agent.stats, which is stdlib only like this script
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import driver  # type: ignore
 else:
     from . import driver
+
+from vantage_agent.stats import percentile  # noqa: E402
 
 TCP_PAYLOAD = 1448  # MSS with TCP timestamps at MTU 1500
 ECHO_PORT = 7007
@@ -350,13 +355,11 @@ def wait_ready(p: subprocess.Popen) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+def pct_nan(xs: list[float], p: float) -> float:
+    """vantage_agent.stats.percentile (p in percent), NaN instead of None when there is no
+    value: the figures go through round() and arithmetic, and a run without replies fails on its count."""
+    v = percentile(xs, p)
+    return float("nan") if v is None else v
 
 
 def cpu_ticks(pid: int) -> int:
@@ -398,21 +401,21 @@ class Run:
         r = res["rtts_ms"]
         out = {
             "method": "UDP, kernel receive timestamps at both ends, reflector turnaround removed (TWAMP-style)",
-            "raw_p50_ms": round(pct(res["raw_rtts_ms"], 0.5), 4),
+            "raw_p50_ms": round(pct_nan(res["raw_rtts_ms"], 50), 4),
             "configured_rtt_ms": rtt_ms,
             "probes": probes,
             "replies": len(r),
-            "p5_ms": round(pct(r, 0.05), 4),
-            "p50_ms": round(pct(r, 0.5), 4),
-            "p95_ms": round(pct(r, 0.95), 4),
-            "median_error_ms": round(pct(r, 0.5) - rtt_ms, 4),
-            "baseline_p50_ms": round(pct(base["rtts_ms"], 0.5), 4),
-            "median_error_minus_baseline_ms": round(pct(r, 0.5) - rtt_ms - pct(base["rtts_ms"], 0.5), 4),
+            "p5_ms": round(pct_nan(r, 5), 4),
+            "p50_ms": round(pct_nan(r, 50), 4),
+            "p95_ms": round(pct_nan(r, 95), 4),
+            "median_error_ms": round(pct_nan(r, 50) - rtt_ms, 4),
+            "baseline_p50_ms": round(pct_nan(base["rtts_ms"], 50), 4),
+            "median_error_minus_baseline_ms": round(pct_nan(r, 50) - rtt_ms - pct_nan(base["rtts_ms"], 50), 4),
             "backend": lk.backend,
         }
-        out["icmp"] = {"p5_ms": round(pct(icmp, 0.05), 4), "p50_ms": round(pct(icmp, 0.5), 4),
-                       "p95_ms": round(pct(icmp, 0.95), 4), "median_error_ms": round(pct(icmp, 0.5) - rtt_ms, 4),
-                       "baseline_p50_ms": round(pct(icmp_base, 0.5), 4), "replies": len(icmp)}
+        out["icmp"] = {"p5_ms": round(pct_nan(icmp, 5), 4), "p50_ms": round(pct_nan(icmp, 50), 4),
+                       "p95_ms": round(pct_nan(icmp, 95), 4), "median_error_ms": round(pct_nan(icmp, 50) - rtt_ms, 4),
+                       "baseline_p50_ms": round(pct_nan(icmp_base, 50), 4), "replies": len(icmp)}
         out["pass"] = abs(out["median_error_ms"]) <= 0.2 and len(r) == probes
         out["pass_net_of_baseline"] = abs(out["median_error_minus_baseline_ms"]) <= 0.2
         if lk.backend == "nfqueue":

@@ -3,12 +3,12 @@ Shared by the ``dns_query`` kind and the ``dnscamp dns`` command."""
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from vantage_agent.records.dns_query import DnsQueryBody
+from vantage_agent.stats import percentile
 
 from . import registry
 from ._common import Endpoint, QueryOptions
@@ -81,16 +81,6 @@ def run(transport: str, endpoint: Endpoint, names: Iterable[str], *, policy: Pol
     finally:
         client.close()
     return out
-
-
-def percentile(values: list[float], p: float) -> float | None:
-    """Nearest-rank-with-interpolation percentile (numpy's default 'linear')."""
-    if not values:
-        return None
-    v = sorted(values)
-    k = (len(v) - 1) * p / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ driver is a ``driver_error`` record and the next load starts a fresh one.
 from __future__ import annotations
 
 import random
-import statistics
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +27,7 @@ from vantage_agent.pageload import dnsmode, har as harmod, metrics, registry
 from vantage_agent.pageload.common import DEFAULT_TIMEOUT_S, DEFAULT_VIEWPORT, LoadOptions, LoadResult
 from vantage_agent.records import Envelope
 from vantage_agent.records.page_load import PageLoadBody
+from vantage_agent.stats import median
 
 
 class PageLoadParams(BaseModel):
@@ -108,7 +108,7 @@ def resolver_rtt(mode: dnsmode.DnsMode, count: int) -> dict[str, float | None] |
     try:
         b = ping(PingParams(targets=[addr], count=count, interval_ms=0, timeout_ms=1000), addr)
         rtts = [r for r in b.rtts_ms if r is not None]
-        return {addr: round(statistics.median(rtts), 3) if rtts else None}
+        return {addr: round(median(rtts), 3) if rtts else None}
     except Exception:  # noqa: BLE001 - an unanswered ping is a null, not a failed load
         return {addr: None}
 

@@ -33,14 +33,7 @@ import dns.quic
 import dns.rcode
 
 from vantage_agent.pageload.dnsmode import Resolver
-
-
-def _pct(xs: list[float], p: float) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    k = min(len(s) - 1, max(0, int(round(p / 100 * (len(s) - 1)))))
-    return s[k]
+from vantage_agent.stats import percentile
 
 
 @dataclass
@@ -248,10 +241,10 @@ class Stub:
                 "queries": self.s.queries,
                 "failures": self.s.failures,
                 "connects": self.fwd.connects,
-                "overhead_us_p50": _pct(ov, 50),
-                "overhead_us_p90": _pct(ov, 90),
+                "overhead_us_p50": percentile(ov, 50),
+                "overhead_us_p90": percentile(ov, 90),
                 "overhead_us_max": max(ov) if ov else None,
-                "upstream_us_p50": _pct(up, 50),
+                "upstream_us_p50": percentile(up, 50),
                 "names": sorted(set(self.s.names)),
                 "answered": sorted(self.s.answered),
                 "errors": self.s.errors[:5],

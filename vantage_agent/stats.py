@@ -1,0 +1,43 @@
+"""The one percentile definition of the platform (stdlib only, imported by the agent, the CLI,
+testbed, atlas and the benchmarks).
+
+It is PostgreSQL's ``percentile_cont`` -- the definition of every ``p50``/``p90`` in the SQL views
+and `dnscamp report` -- so a figure printed by a command and the same figure read from the store
+agree: linear interpolation between the closest ranks, i.e. numpy's default ``'linear'`` method and
+``statistics.quantiles(method='inclusive')``. The median of [10, 20] is 15, not 10 or 20.
+tests/local/test_stats_postgres.py compares it with Postgres on random samples.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+
+def percentile(values: Iterable[float | None], p: float) -> float | None:
+    """The ``p``-th percentile of ``values``, ``p`` in percent (0..100, e.g. 50 for the median;
+    ``percentile_cont(p / 100)`` in SQL). ``None`` values are ignored, as SQL ignores NULLs (a
+    failed measurement has no time); no value left gives ``None``. The input need not be sorted.
+
+    Raises ValueError for ``p`` outside 0..100 (a fraction such as 0.5 is a valid ``p`` and means
+    the 0.5th percentile, so the range cannot catch that mistake: callers pass percents) and for
+    a NaN value (Postgres would sort it above every number and return a figure that hides it).
+    """
+    if not 0 <= p <= 100 or math.isnan(p):
+        raise ValueError(f"percentile: p must be in 0..100 (percent), not {p!r}")
+    v = sorted(x for x in values if x is not None)
+    if any(math.isnan(x) for x in v):
+        raise ValueError("percentile: NaN among the values")
+    if not v:
+        return None
+    # the same arithmetic as PostgreSQL's percentile_cont_final_common/float8_lerp, so that the
+    # results agree to the last bits, not only to a tolerance
+    pos = (p / 100) * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return float(v[lo]) + (float(v[hi]) - float(v[lo])) * (pos - lo)
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """``percentile(values, 50)``."""
+    return percentile(values, 50)
