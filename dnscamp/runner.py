@@ -6,6 +6,10 @@
 - Every unit's records land in the spool as one atomically written file named by the unit
   id, so an interrupted run resumes without redoing or losing finished units: a unit whose
   file exists is done.
+- Units run one at a time, strictly in plan order (the seeded shuffle interleaves access
+  profiles and kinds). Each client namespace has one agent, started on its first unit and
+  kept until the run ends, so several may be alive at once; ``executed.ndjson`` in the run
+  directory records each unit as it starts (id, plan order, start time, where).
 - A crashed agent is a record too (status ``other``, with its exit code and stderr tail) and
   the run goes on with a fresh agent.
 """
@@ -17,7 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +39,7 @@ from vantage_agent.records import Vantage
 from vantage_agent.spool import SpoolWriter, write_atomic
 
 RUNNABLE_PROVIDERS = ("local", "testbed")
+EXECUTED = "executed.ndjson"  # the start order of the units, in the run dir
 
 
 @dataclass
@@ -86,7 +91,7 @@ def _agent_argv(spool_dir: Path, namespace: str | None) -> list[str]:
 
 
 class _Agent:
-    """One agent subprocess for one (vantage, profile) group."""
+    """One agent subprocess for one network namespace (None: this host's), alive for the run."""
 
     def __init__(self, spool_dir: Path, run_dir: Path, namespace: str | None):
         env = dict(os.environ, DNSCAMP_NETNS=namespace or "", PYTHONUNBUFFERED="1")
@@ -213,55 +218,54 @@ def run(
         )
     tb = testbed_info() if testbed_info and any(blocks[b].vantage.provider == "testbed" for b in todo) else None
 
-    # Group by where the unit runs, keeping the shuffled order within each group; groups come
-    # in the order of their first pending unit.
-    group_of: dict[int, tuple] = {}
-    for b in todo:
-        where = registry.get(blocks[b].kind).where
-        group_of[b] = (where, _namespace(blocks[b].vantage) if where == "client" else None)
-    groups: "OrderedDict[tuple, set[int]]" = OrderedDict()
-    n_groups = len(set(group_of.values()))
-    for b, uid in the_plan.cells(shuffled=True):
-        if len(groups) == n_groups:
-            break
-        if b in todo and group_of[b] not in groups and uid not in done:
-            groups[group_of[b]] = {c for c in todo if group_of[c] == group_of[b]}
-
+    # Units run strictly in plan order, one at a time: interleaving conditions (fiber, 4G, ...)
+    # is the point of the shuffle, so that time-of-day and cache effects do not correlate with
+    # them. Each client namespace keeps one agent, started on its first unit and kept for the
+    # rest of the run (so several are alive at once); host kinds run here in their turn.
+    where = {blocks[b].kind: registry.get(blocks[b].kind).where for b in todo}
+    agents: dict[str | None, _Agent] = {}
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[statuses]}"), disable=not show_progress, transient=False,
     )  # fmt: skip
-    with progress:
+    # executed.ndjson: one line per unit as it starts (unit id, plan order, start time, where),
+    # appended across resumes; not *.jsonl, which the ingest would read as records.
+    with progress, open(run_dir / EXECUTED, "a") as executed:
         task = progress.add_task(f"{spec.campaign.name}/{run_id}", total=sum(pending[b] for b in todo), statuses="")
-        for (where, ns), group in groups.items():
-            agent = _Agent(spool_dir, run_dir, ns) if where == "client" else None
-            try:
-                for u in the_plan.units(blocks=group):
-                    if u.id in done:
-                        continue
+        try:
+            for u in the_plan.units(blocks=todo):
+                if u.id in done:
+                    continue
+                ns = _namespace(u.vantage) if where[u.kind] == "client" else None
+                executed.write(json.dumps({
+                    "unit": u.id, "order": u.order, "started": utcnow().isoformat(),
+                    "where": where[u.kind], "namespace": ns,
+                }) + "\n")  # fmt: skip
+                executed.flush()  # a killed run keeps the lines of the units it started
+                if where[u.kind] != "client":
+                    ctx = RunContext(spool_dir=spool_dir, artifacts_dir=run_dir / "artifacts", testbed=tb)
+                    reply = run_unit(registry.get(u.kind), u, ctx, spool)
+                else:
+                    if ns not in agents:
+                        agents[ns] = _Agent(spool_dir, run_dir, ns)
                     ctx_d = {"testbed": tb, "namespace": ns, "artifacts_dir": str(run_dir / "artifacts")}
-                    if agent is None:
-                        ctx = RunContext(spool_dir=spool_dir, artifacts_dir=run_dir / "artifacts", testbed=tb)
-                        reply = run_unit(registry.get(u.kind), u, ctx, spool)
-                    else:
-                        reply = agent.run({"unit": u.to_dict(), "kind": registry.KINDS[u.kind], "ctx": ctx_d})
-                        if reply is None:  # the agent died: the unit is a record, then a new agent
-                            text = agent.failure_text()
-                            rec = make_record(u, started_at=utcnow(), body={}, status="other", error=text)
-                            path = spool.write([rec], name=u.id)
-                            reply = {"unit": u.id, "file": str(path), "n": 1, "statuses": {"other": 1}}
-                            agent.close()
-                            agent = _Agent(spool_dir, run_dir, ns)
-                    summary.units_run += 1
-                    summary.records += reply["n"]
-                    summary.statuses.update(reply["statuses"])
-                    if on_unit:
-                        on_unit(u, reply)
-                    progress.update(
-                        task, advance=1, statuses=" ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()))
-                    )
-            finally:
-                if agent is not None:
-                    agent.close()
+                    reply = agents[ns].run({"unit": u.to_dict(), "kind": registry.KINDS[u.kind], "ctx": ctx_d})
+                    if reply is None:  # the agent died: the unit is a record; the next unit gets a new agent
+                        agent = agents.pop(ns)
+                        rec = make_record(u, started_at=utcnow(), body={}, status="other", error=agent.failure_text())
+                        path = spool.write([rec], name=u.id)
+                        reply = {"unit": u.id, "file": str(path), "n": 1, "statuses": {"other": 1}}
+                        agent.close()
+                summary.units_run += 1
+                summary.records += reply["n"]
+                summary.statuses.update(reply["statuses"])
+                if on_unit:
+                    on_unit(u, reply)
+                progress.update(
+                    task, advance=1, statuses=" ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()))
+                )
+        finally:
+            for agent in agents.values():
+                agent.close()
     write_atomic(run_dir / "complete.json", json.dumps(summary.as_json(), indent=1).encode())
     return summary

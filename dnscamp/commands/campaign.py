@@ -103,7 +103,14 @@ def run_cmd(
     max_units: int = MAX_UNITS_OPT,
 ) -> None:
     """Run (or resume) a campaign: units -> spool -> (ingest) -> (report). Exit 3 when the
-    ingest quarantined a line (as `dnscamp ingest`)."""
+    ingest quarantined a line (as `dnscamp ingest`).
+
+    Execution order: the units run one at a time, in the order of `dnscamp campaign plan`
+    (the seeded shuffle, which interleaves access profiles and kinds); units already done
+    (resume) are skipped. Each client network namespace has one vantage agent, started at
+    its first unit and kept until the run ends; host kinds run in the dnscamp process in
+    their turn. The run directory's executed.ndjson has one line per unit as it starts
+    (unit id, plan order, start time, where it ran)."""
     s = _load(spec)
     _plan(s, "run", max_units)  # refuse an oversized plan before any testbed or spool work
     spool = spool or paths.spool_dir()

@@ -127,3 +127,21 @@ def test_crashed_agent_is_a_record_and_the_run_goes_on(tmp_path, monkeypatch):
     recs = records(summary.run_dir)
     assert len(recs) == 3
     assert all(r["status"] == "other" and "vantage agent exited with code -9" in r["error"] for r in recs)
+
+
+def test_units_start_in_the_order_of_campaign_plan(tmp_path):
+    targets = '["127.0.0.1", "localhost"]'
+    text = SPEC.format(name="order", reps=3, targets=targets, proto="icmp", port=1, count=1, interval=5)
+    f = tmp_path / "spec.toml"
+    f.write_text(text)
+    out = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dnscamp"), "campaign", "plan", str(f), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    planned = [json.loads(line)["id"] for line in out.stdout.splitlines()]
+    summary = runner.run(loads(text), spool_dir=tmp_path / "spool", show_progress=False)
+    log = [json.loads(line) for line in (summary.run_dir / runner.EXECUTED).read_text().splitlines()]
+    assert len(planned) == 6 and [e["unit"] for e in log] == planned
+    assert [e["order"] for e in log] == list(range(6)) and {e["where"] for e in log} == {"client"}
+    # The records agree: sorted by start time, their units are in plan order too.
+    assert [r["unit"] for r in sorted(records(summary.run_dir), key=lambda r: r["started_at"])] == planned
