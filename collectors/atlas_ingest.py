@@ -146,20 +146,16 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
             _store(cur, raw, h, rows, status, error, source_file, line, campaign, stats)
         return
     except _REFUSED as exc:
-        refused = f"rejected by the store: {_first_line(exc)}"
+        refused = f"rejected by the store: {errors.first_line(exc)}"
     try:
         with cur.connection.transaction():
             _store(cur, raw, h, [], errors.MalformedResponse.status, refused, source_file, line, campaign, stats)
     except _REFUSED as exc:
-        _quarantine(cur, source_file, line, f"rejected by the store: {_first_line(exc)}", raw_text, stats)
+        _quarantine(cur, source_file, line, f"rejected by the store: {errors.first_line(exc)}", raw_text, stats)
 
 
 # What Postgres (or psycopg's adaptation) refuses in a value: bad input, not a broken connection.
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError)
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _quarantine(cur: psycopg.Cursor, source_file: str, line: int, reason: str, raw_text: str,

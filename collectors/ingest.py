@@ -54,6 +54,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 import psycopg
 
+from vantage_agent import errors
 from vantage_agent.records import RecordError, parse_line
 
 BATCH_BYTES = 8 << 20  # ~4,000-20,000 records per transaction
@@ -436,7 +437,7 @@ def _store_once(conn: psycopg.Connection, chunk: Chunk, p: Parsed, row_by_row: b
                         out.ingested += _copy_rows(cur, [p.rows[i]])
                     fine.append(p.lines[i])
                 except psycopg.DataError as exc:
-                    reason = f"rejected by the store: {str(exc).splitlines()[0]}"
+                    reason = f"rejected by the store: {errors.first_line(exc)}"
                     out.bad.append((chunk.source, p.lines[i], reason, raw(p.lines[i])))
         if out.bad:
             cur.executemany(_QUARANTINE, out.bad)
@@ -516,9 +517,8 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
             for chunk, p in parsed:
                 _store(conn, chunk, p, stats)
     except psycopg.OperationalError as exc:
-        what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreUnavailable(
-            f"the database stopped or cannot be reached ({what}): run `dnscamp db up` (or check "
+            f"the database stopped or cannot be reached ({errors.first_line(exc)}): run `dnscamp db up` (or check "
             f"DNSCAMP_DATABASE_URL), then the same ingest again; the {stats.ingested} records "
             "of committed batches are kept"
         ) from None
@@ -527,7 +527,7 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
             f"a parser process died: run the same ingest again; the {stats.ingested} records of committed batches are kept"
         ) from None
     except psycopg.Error as exc:  # e.g. a store not migrated for this version
-        raise IngestError(f"the store refused the ingest: {str(exc).strip().splitlines()[0]}") from None
+        raise IngestError(f"the store refused the ingest: {errors.first_line(exc)}") from None
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)

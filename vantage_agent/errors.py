@@ -14,6 +14,12 @@ from __future__ import annotations
 import functools
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception as one line (its message's first non-empty line, else its class name):
+    for reasons and errors that are stored or printed one per line."""
+    return next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+
+
 class MeasurementError(Exception):
     """Base of every failure that ends up as a record. ``status`` is what is stored."""
 

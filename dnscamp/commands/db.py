@@ -16,6 +16,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from db import embedded, engine, migrate
 from dnscamp.errors import die
+from vantage_agent.errors import first_line
 
 app = typer.Typer(help="The store: embedded Postgres (default) or DNSCAMP_DATABASE_URL.", no_args_is_help=True)
 
@@ -74,17 +75,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
             info["revision"] = migrate.current_heads(engine.sqlalchemy_url("owner", start=False))
             info["latest"] = migrate.script_heads()
         except psycopg.OperationalError as exc:  # unreachable, refused, bad password
-            info["error"] = f"cannot connect to the store: {_first_line(exc)}"
+            info["error"] = f"cannot connect to the store: {first_line(exc)}"
         except psycopg.Error as exc:  # reachable, but e.g. not migrated yet
-            info["warning"] = _first_line(exc)
+            info["warning"] = first_line(exc)
     _print(info, as_json)
     if "error" in info:
         sys.stderr.write(f"dnscamp: {info['error']}\n")
         raise typer.Exit(1)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _print(info: dict, as_json: bool) -> None:

@@ -13,6 +13,7 @@ import typer
 from collectors.ingest import IngestError, IngestStats, StoreUnavailable, ingest
 from db import engine, migrate
 from dnscamp.errors import die
+from vantage_agent.errors import first_line
 
 MAX_REASONS = 20
 
@@ -26,7 +27,7 @@ def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     try:
         migrate.upgrade(engine.sqlalchemy_url("owner"))
     except sqlalchemy.exc.OperationalError as exc:
-        die(f"cannot reach the store ({str(exc.orig).strip().splitlines()[0]}): run `dnscamp db up` "
+        die(f"cannot reach the store ({first_line(exc.orig)}): run `dnscamp db up` "
             "(or check DNSCAMP_DATABASE_URL), then the same ingest again", code=1)  # fmt: skip
     try:
         stats = ingest(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer

@@ -143,3 +143,10 @@ def test_json_schema_states_the_value_rules():
     # null when no query was ever made (a setup_error unit records no invented t_start)
     assert {"type": "integer", "minimum": 0, "maximum": 2**63 - 1} in dns["t_start"]["anyOf"]
     assert s["x-bodies"]["page_load"]["properties"]["plt_ms"]["anyOf"][0] == {"minimum": 0, "type": "number"}
+
+
+def test_first_line_of_an_exception_is_one_line_even_when_empty():
+    from vantage_agent.errors import first_line
+
+    assert first_line(ValueError("")) == "ValueError"  # `str(exc).splitlines()[0]` raised IndexError here
+    assert first_line(ValueError("  \n bad value \nDETAIL: more")) == "bad value"
