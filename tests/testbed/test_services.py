@@ -19,6 +19,7 @@ from tests.testbed.conftest import ROOT, dnscamp
 
 pytestmark = pytest.mark.testbed
 
+TIMING_N = 15  # exchanges per transport in the round-trip structure test
 RESOLVERS = {"isp": ("10.53.1.1", "isp-resolver.test"), "public": ("10.53.2.1", "public-resolver.test")}
 
 
@@ -153,18 +154,19 @@ def test_round_trip_structure_warm_cache(testbed, svc):
     rtt = float(prof["up"]["delay_ms"]) + float(prof["down"]["delay_ms"])
     assert abs(rtt - 91.9) < 0.01, prof  # Kosek et al. Table I, 4G
     expected = {"do53": 1, "doq": 2, "dot": 3, "doh": 3}
-    ratios: dict[str, float] = {}
-    for _attempt in range(2):  # a second series only if a CPU burst on this shared machine spoiled the first
-        out = probe(testbed, testbed.client_ns("4g"), "timing", "--name", "www.js.test", "--addr", "10.53.1.1",
-                    "--tls-name", "isp-resolver.test", "--ca", svc["ca_file"], "--n", "5",
-                    "--transports", "do53,doq,dot,doh")
-        for tr in expected:
-            ratios[tr] = min(ratios.get(tr, 1e9), out[tr]["min_ms"] / rtt)
-        medians = {tr: out[tr]["median_ms"] / rtt for tr in expected}
-        if all(abs(ratios[tr] - n) <= 0.2 for tr, n in expected.items()):
-            break
+    # One series of TIMING_N exchanges per transport, fixed in advance (no second series after a
+    # miss). The statistic is the minimum: the round-trip count is a floor set by propagation,
+    # and CPU bursts of other tenants on this shared machine only ever add time, so the fastest
+    # of TIMING_N is the one to compare with the RTT multiple (medians are printed alongside).
+    out = probe(testbed, testbed.client_ns("4g"), "timing", "--name", "www.js.test", "--addr", "10.53.1.1",
+                "--tls-name", "isp-resolver.test", "--ca", svc["ca_file"], "--n", str(TIMING_N),
+                "--transports", "do53,doq,dot,doh", timeout=300)
+    ratios = {tr: out[tr]["min_ms"] / rtt for tr in expected}
+    medians = {tr: round(out[tr]["median_ms"] / rtt, 2) for tr in expected}
+    print(f"RTT multiples: min {ratios}, median {medians}")
     for tr, n in expected.items():
-        assert abs(ratios[tr] - n) <= 0.2, f"{tr}: {ratios[tr]:.2f} RTT (expected {n}); all {medians}"
+        assert len(out[tr]["all_ms"]) == TIMING_N, out[tr]
+        assert abs(ratios[tr] - n) <= 0.2, f"{tr}: {ratios[tr]:.2f} RTT (expected {n}); medians {medians}"
 
 
 def test_cache_miss_adds_backbone_round_trips_and_flush_caches(testbed, svc):

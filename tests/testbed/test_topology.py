@@ -185,25 +185,28 @@ def test_not_root_is_one_clear_error(testbed, tmp_path):
     assert p.stderr.strip().count("\n") == 0 and "root" in p.stderr
 
 
-def _backends() -> list[str]:
-    """nfqueue always (the userspace backend), netem where this kernel has sch_netem."""
+# The median of GOODPUT_RUNS iperf3 runs (`testbed check`'s own run and GOODPUT_RUNS - 1 more,
+# all printed) is what meets the 5 % goodput target: goodput is CPU-sensitive on a shared 2-core
+# machine, and an odd number of runs, fixed in advance, tolerates two runs disturbed by another
+# tenant's burst without choosing among attempts after seeing them.
+GOODPUT_RUNS = 5
+GOODPUT_SECONDS = 4.0  # as `testbed check` (after its 2 s warm-up)
+
+
+@pytest.mark.parametrize("backend", ["nfqueue", "netem"])
+def test_conformance_check_meets_targets(testbed, backend, tmp_path):
+    """`dnscamp testbed check --json` on fiber and 4g meets the issue-3 figures: median RTT
+    error <= 0.2 ms, loss within the binomial 99 % interval, TCP goodput (median of
+    GOODPUT_RUNS runs) within 5 %, QUIC ok. netem only where this kernel has sch_netem: the
+    probe (a throwaway namespace) runs here, in the test, never at collection."""
     import os
 
-    out = ["nfqueue"]
-    if os.geteuid() == 0 and not os.environ.get("DNSCAMP_LINKEM_BACKEND"):
+    if backend == "netem":
         from testbed.linkem.driver import detect_backend
 
-        if detect_backend() == "netem":
-            out.append("netem")
-    return out
-
-
-@pytest.mark.parametrize("backend", _backends())
-def test_conformance_check_meets_targets(testbed, backend):
-    """`dnscamp testbed check --json` on fiber and 4g meets the issue-3 figures: median RTT
-    error <= 0.2 ms, loss within the binomial 99 % interval, TCP goodput within 5 %, QUIC ok.
-    Goodput is CPU-sensitive on a shared 2-core machine: one retry of a profile that missed
-    only a goodput target (both attempts are printed)."""
+        if os.environ.get("DNSCAMP_LINKEM_BACKEND") or detect_backend() != "netem":
+            pytest.skip("this kernel has no sch_netem (testbed.linkem.driver.detect_backend), or "
+                        "DNSCAMP_LINKEM_BACKEND forces one backend: only nfqueue is conformance-tested")
     testbed.ensure_up()
     env = None
     if testbed.info["backend"] != backend:  # rebuild the island on this backend, restore after
@@ -211,24 +214,36 @@ def test_conformance_check_meets_targets(testbed, backend):
         dnscamp("testbed", "down")
         dnscamp("testbed", "up", "--no-services", "--profiles", "fiber,4g", env=env)
     try:
-        _conformance(testbed, backend, env)
+        _conformance(testbed, backend, env, tmp_path)
     finally:
         if env:
             testbed.down()
             testbed.ensure_up()
 
 
-def _conformance(testbed, backend, env):
+def _goodput_runs(testbed, prof: str, first: float | None, reverse: bool, log_dir: Path) -> list[float | None]:
+    """`testbed check`'s goodput (``first``) and GOODPUT_RUNS - 1 more iperf3 runs over the same link."""
+    from testbed import check
+
+    c = testbed.info["clients"][prof]
+    runs = [first]
+    for _ in range(GOODPUT_RUNS - 1):
+        mbps, err = check._iperf(c["ns"], plan.ISP_NS, c["isp_side_address"], 47900, GOODPUT_SECONDS, reverse, log_dir)
+        assert err is None, (prof, err)
+        runs.append(mbps)
+    return runs
+
+
+def _conformance(testbed, backend, env, tmp_path):
+    from testbed import check
+    from vantage_agent.stats import median
+
     assert testbed.info["backend"] == backend
     results = {}
     for prof in ("fiber", "4g"):
-        for attempt in range(2):
-            p = dnscamp("testbed", "check", "--profiles", prof, "--json", check=False, timeout=600, env=env)
-            r = json.loads(p.stdout)[prof]
-            print(f"{prof} attempt {attempt}: {json.dumps({k: v for k, v in r.items() if k != 'link_config'})}")
-            only_goodput = r["failures"] and all(f.startswith("goodput") for f in r["failures"])
-            if r["passed"] or not only_goodput:
-                break
+        p = dnscamp("testbed", "check", "--profiles", prof, "--json", check=False, timeout=600, env=env)
+        r = json.loads(p.stdout)[prof]
+        print(f"{prof}: {json.dumps({k: v for k, v in r.items() if k != 'link_config'})}")
         results[prof] = r
     for prof, r in results.items():
         assert r["backend"] == backend
@@ -237,9 +252,14 @@ def _conformance(testbed, backend, env):
         assert r["loss_up"]["sent"] >= 10000 and r["loss_down"]["sent"] >= 10000
         assert r["loss_pass"], (prof, r["loss_up"], r["loss_down"])
         assert r["quic_handshake_ok"], r["quic_error"]
-        assert r["up_pass"] and r["down_pass"], (prof, r["up_mbps_measured"], r["up_mbps_expected"],
-                                                 r["down_mbps_measured"], r["down_mbps_expected"])
         assert r["lateness_p99_ms"] is not None
+        assert not [f for f in r["failures"] if not f.startswith("goodput")], r["failures"]
+        for label, reverse in (("up", False), ("down", True)):
+            runs = _goodput_runs(testbed, prof, r[f"{label}_mbps_measured"], reverse, tmp_path)
+            want = r[f"{label}_mbps_expected"]
+            print(f"{prof} goodput {label}: runs {runs} Mbit/s, expected {want}")
+            assert None not in runs, (prof, label, runs)
+            assert abs(median(runs) - want) <= check.GOODPUT_TOLERANCE * want, (prof, label, median(runs), want, runs)
     # the records went to the spool and validate
     from vantage_agent.paths import spool_dir
     from vantage_agent.records import parse_line

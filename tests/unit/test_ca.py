@@ -4,7 +4,6 @@ the right SANs that verify against the CA, and the configs that use them."""
 from __future__ import annotations
 
 import ipaddress
-import shutil
 import ssl
 import subprocess
 
@@ -13,6 +12,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from testbed.services import ca as ca_mod
+from tests.tools import require
+
+SERVERS = "install/40-testbed-servers.sh"
 
 pytestmark = pytest.mark.unit
 
@@ -49,25 +51,26 @@ def test_leaf_verifies_with_openssl_against_the_ca(tmp_path):
     leaf = a.issue("www.single.test", ["www.single.test"])
     ctx = ssl.create_default_context(cafile=str(a.cert_path))
     ctx.load_cert_chain(str(leaf.cert), str(leaf.key))  # the key matches the certificate
-    if shutil.which("openssl"):
-        r = subprocess.run(["openssl", "verify", "-CAfile", str(a.cert_path), "-verify_hostname", "www.single.test",
-                            str(leaf.cert)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-        r = subprocess.run(["openssl", "verify", "-CAfile", str(a.cert_path), "-verify_hostname", "www.example.com",
-                            str(leaf.cert)], capture_output=True, text=True)
-        assert r.returncode != 0
+    # OpenSSL's verifier is the second implementation (a missing tool is a broken install)
+    openssl = require("openssl", SERVERS)
+    r = subprocess.run([openssl, "verify", "-CAfile", str(a.cert_path), "-verify_hostname", "www.single.test",
+                        str(leaf.cert)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([openssl, "verify", "-CAfile", str(a.cert_path), "-verify_hostname", "www.example.com",
+                        str(leaf.cert)], capture_output=True, text=True)
+    assert r.returncode != 0
 
 
-@pytest.mark.skipif(shutil.which("certutil") is None, reason="certutil missing: install/40-testbed-servers.sh (libnss3-tools)")
 def test_nss_db_for_chromium_and_firefox(tmp_path):
+    certutil = require("certutil", SERVERS)
     a = ca_mod.CA(tmp_path / "ca").ensure()
     home = tmp_path / "home"
     db = ca_mod.make_nssdb(home, a.cert_path)
     assert db == home / ".pki" / "nssdb" and (db / "cert9.db").exists()
     ca_mod.make_nssdb(home, a.cert_path)  # idempotent
-    out = subprocess.run(["certutil", "-d", f"sql:{db}", "-L"], capture_output=True, text=True).stdout
+    out = subprocess.run([certutil, "-d", f"sql:{db}", "-L"], capture_output=True, text=True).stdout
     assert out.count(ca_mod.CA_NICKNAME) == 1 and "C,," in out
     prof = tmp_path / "ff-profile"
     ca_mod.add_to_firefox_profile(prof, a.cert_path)
-    assert ca_mod.CA_NICKNAME in subprocess.run(["certutil", "-d", f"sql:{prof}", "-L"], capture_output=True,
+    assert ca_mod.CA_NICKNAME in subprocess.run([certutil, "-d", f"sql:{prof}", "-L"], capture_output=True,
                                                  text=True).stdout
