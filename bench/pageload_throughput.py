@@ -8,7 +8,7 @@ loads/h = 3600 / (wall time of the whole series / loads).
 
     # on the testbed: the `js` page from the fiber client
     bench/pageload_throughput.py --netns dc-client-fiber --url https://js.site.test/ --dns system
-    # anywhere: the loopback site of vantage_agent/pageload/localsite.py
+    # anywhere: the loopback site of tests/scaffolding/localsite.py
     bench/pageload_throughput.py --loads 20
 
 Also measures the doq/doh3 stub's added latency per query when CoreDNS is built
@@ -29,8 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.scaffolding import localsite  # noqa: E402
+from vantage_agent.dns import catalog  # noqa: E402
 from vantage_agent.kind import Unit  # noqa: E402
-from vantage_agent.pageload import dnsmode, localsite  # noqa: E402
+from vantage_agent.pageload import dnsmode  # noqa: E402
 from vantage_agent.pageload.common import LoadOptions  # noqa: E402
 from vantage_agent.pageload.kind import find_ca, measure  # noqa: E402
 from vantage_agent.records import Vantage  # noqa: E402
@@ -122,8 +124,9 @@ def main() -> int:
         work = Path(d)
         site = None
         if a.url:
-            url, ca = a.url, find_ca(None, None)
-            mode = dnsmode.parse(a.dns or "system")
+            tb = catalog.testbed_info()  # the testbed's CA and resolvers (None off the testbed)
+            url, ca = a.url, find_ca(None, tb)
+            mode = dnsmode.parse(a.dns or "system", testbed=tb)
         else:
             site = localsite.LocalSite.start(work / "site")
             url, ca = site.url("js"), str(site.ca)

@@ -81,7 +81,18 @@ def pageload_command(
             argv = ["ip", "netns", "exec", ns, "env", f"DNSCAMP_NETNS={ns}", sys.executable, "-m", "dnscamp.cli", "pageload", *sys.argv[2:]]
             raise typer.Exit(subprocess.call(argv))
 
-    rows = _run(urls, browser, modes, http, repeat, timeout, str(ca_file) if ca_file else None, h3_origin, seed, testbed_client)
+    tb = None
+    if testbed_client or os.environ.get("DNSCAMP_NETNS", "").startswith("dc-client-"):
+        from vantage_agent.dns import catalog
+
+        # The testbed description (as a campaign's ctx.testbed): the resolvers that isp/public
+        # name, the CA, the frontends' query logs. The agent code reads them from it only.
+        tb = catalog.testbed_info()
+        try:
+            modes = [dnsmode.parse(str(m), testbed=tb) for m in modes]
+        except dnsmode.DnsModeError as exc:  # a malformed description, not the user's input
+            die(f"testbed description: {exc}", code=1)
+    rows = _run(urls, browser, modes, http, repeat, timeout, str(ca_file) if ca_file else None, h3_origin, seed, testbed_client, tb)
     summary = _summarise(rows)
     if names_out is not None:
         names = sorted({h for r in rows for h in r.body.get("hostnames") or []})
@@ -94,7 +105,7 @@ def pageload_command(
         _table(summary)
 
 
-def _run(urls, browsers, modes, http, repeat, timeout, ca_file, h3_extra, seed, profile) -> list[Any]:
+def _run(urls, browsers, modes, http, repeat, timeout, ca_file, h3_extra, seed, profile, tb) -> list[Any]:
     import random
     import uuid
 
@@ -110,7 +121,7 @@ def _run(urls, browsers, modes, http, repeat, timeout, ca_file, h3_extra, seed, 
     out_dir = spool_dir() / "adhoc" / run
     artifacts = out_dir / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    ca = find_ca(ca_file, None)
+    ca = find_ca(ca_file, tb)
     vantage = Vantage(id="testbed" if profile else "local", provider="testbed" if profile else "local", network_profile=profile)
     jobs = [(u, b, m, r) for u in urls for b in browsers for m in modes for r in range(repeat)]
     random.Random(seed).shuffle(jobs)
@@ -134,7 +145,7 @@ def _run(urls, browsers, modes, http, repeat, timeout, ca_file, h3_extra, seed, 
                 h3_origins=origins_for(u, list(h3_extra)) if http == "h3" else (),
             )  # fmt: skip
             # ds is None when the mode could not be set up: measure() retries and records why.
-            rec = measure(unit, u, b, m, opts, artifacts, dns=ds, rtt_count=None, order={"seed": seed, "index": i})
+            rec = measure(unit, u, b, m, opts, artifacts, dns=ds, rtt_count=None, order={"seed": seed, "index": i}, testbed=tb)
             records.append(rec)
             sys.stderr.write(f"  {i + 1}/{len(jobs)} {b} {m} {u}: {rec.status}"
                              f"{'' if rec.body.get('plt_ms') is None else ' plt %.0f ms' % rec.body['plt_ms']}\n")

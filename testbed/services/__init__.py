@@ -159,7 +159,10 @@ def configure(run_dir: Path, seed: int = sites_mod.DEFAULT_SEED) -> dict[str, An
         "ca_file": str(ca.cert_path),
         "ca_fingerprint_sha256": ca.fingerprint,
         "coredns": str(coredns),
-        "resolvers": {r.key: frontends.endpoints(r) for r in resolvers.RESOLVERS},
+        # query_log: the frontend's own log (the supervisor's log of frontend-<key>), from which
+        # the page-load kind verifies a load's transport; agents read it here, not from testbed/.
+        "resolvers": {r.key: {**frontends.endpoints(r), "query_log": str(run_dir / "logs" / f"frontend-{r.key}.log")}
+                      for r in resolvers.RESOLVERS},
         "sites": site_set.describe(),
         "hosts": {h.name: {"address": h.address, "page": h.page, "depth": h.depth, "role": h.role}
                   for h in site_set.hosts.values()},

@@ -1,4 +1,4 @@
-"""Real browsers against a real loopback world (vantage_agent/pageload/localsite.py: TLS +
+"""Real browsers against a real loopback world (tests/scaffolding/localsite.py: TLS +
 HTTP/2 site with a CA generated per session, Do53/DoT/DoH server with a query log).
 
 Each DNS mode is checked from the resolver side: the server's log for the load's window holds
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.scaffolding import localsite
 from vantage_agent.kind import Unit
-from vantage_agent.pageload import dnsmode, har, localsite, registry
+from vantage_agent.pageload import dnsmode, har, registry
 from vantage_agent.pageload.common import LoadOptions
 from vantage_agent.pageload.kind import measure
 from vantage_agent.records import Vantage, parse_record

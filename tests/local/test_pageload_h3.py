@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from vantage_agent.pageload import dnsmode, har, localsite, registry
+from tests.scaffolding import localsite
+from vantage_agent.pageload import dnsmode, har, registry
 from vantage_agent.pageload.common import LoadOptions
 
 pytestmark = pytest.mark.local

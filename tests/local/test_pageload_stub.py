@@ -12,8 +12,9 @@ import dns.message
 import dns.query
 import pytest
 
+from tests.scaffolding import localsite
 from vantage_agent.kind import Unit
-from vantage_agent.pageload import dnsmode, localsite, stub
+from vantage_agent.pageload import dnsmode, stub
 from vantage_agent.pageload.common import LoadOptions
 from vantage_agent.pageload.kind import measure
 from vantage_agent.paths import bin_dir

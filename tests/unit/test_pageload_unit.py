@@ -17,15 +17,66 @@ from vantage_agent.records.page_load import PageLoadBody
 pytestmark = pytest.mark.unit
 
 
+def _frontend(name: str, addr: str, tls: str, log: str) -> dict:
+    url = f"https://{tls}/dns-query"
+    return {"name": name, "query_log": log, "endpoints": {
+        "do53": {"address": addr, "port": 53}, "dot": {"address": addr, "port": 853, "tls_name": tls},
+        "doh": {"url": url, "address": addr, "port": 443, "tls_name": tls},
+        "doh3": {"url": url, "address": addr, "port": 443, "tls_name": tls},
+        "doq": {"address": addr, "port": 853, "tls_name": tls}}}
+
+
+# A testbed description as `dnscamp testbed info --json` / ctx.testbed give it (servers under
+# "services"), written out here: the agent must get every testbed address from it.
+TB = {"up": True, "services": {"running": True, "ca_file": "/tb/ca/ca.crt", "resolvers": {
+    "isp": _frontend("testbed-isp", "10.53.1.1", "isp-resolver.test", "/tb/logs/frontend-isp.log"),
+    "public": _frontend("testbed-public", "10.53.2.1", "public-resolver.test", "/tb/logs/frontend-public.log")}}}
+
+
 def test_parse_modes():
     assert dnsmode.parse("system").transport == "system"
-    m = dnsmode.parse("dot:isp")
+    m = dnsmode.parse("dot:isp", testbed=TB)
     assert (m.transport, m.resolver.address, m.resolver.port, m.resolver.tls_name) == ("dot", "10.53.1.1", 853, "isp-resolver.test")
     m = dnsmode.parse("doh:https://dns.test:8443/q@127.0.0.9")
     assert m.resolver.doh_url == "https://dns.test:8443/q" and m.resolver.address == "127.0.0.9"
     m = dnsmode.parse("doq:name.test@10.0.0.1:8853")
     assert (m.resolver.address, m.resolver.port, m.resolver.tls_name) == ("10.0.0.1", 8853, "name.test")
-    assert dnsmode.parse("do53:public").resolver.address == "10.53.2.1"
+    assert dnsmode.parse("do53:public", testbed=TB).resolver.address == "10.53.2.1"
+
+
+def test_aliases_come_from_the_description_not_from_the_testbed_package(tmp_path):
+    """Another island (other addresses, ports, names) is used as described; without a
+    description the alias parses (a spec validates anywhere) but cannot be set up."""
+    other = _frontend("testbed-isp", "192.0.2.7", "r.example", "/x.log")
+    other["endpoints"]["doq"]["port"] = 8853
+    m = dnsmode.parse("doq:isp", testbed={"services": {"resolvers": {"isp": other}}})
+    assert (m.resolver.address, m.resolver.port, m.resolver.tls_name) == ("192.0.2.7", 8853, "r.example")
+    bare = dnsmode.parse("dot:isp")
+    assert bare.resolver is None and bare.alias == "isp" and str(bare) == "dot:isp"
+    with pytest.raises(dnsmode.DnsModeError, match="testbed description"):
+        dnsmode.setup(bare, tmp_path)
+    no_doq = {"services": {"resolvers": {"isp": {"name": "testbed-isp", "endpoints": {"do53": {"address": "10.53.1.1"}}}}}}
+    assert dnsmode.parse("doq:isp", testbed=no_doq).resolver is None
+    with pytest.raises(dnsmode.DnsModeError, match="isp"):
+        dnsmode.parse("doh:isp", testbed={"resolvers": {"isp": {"name": "x", "endpoints": {"doh": {"address": "1.2.3.4"}}}}})
+
+
+def test_ca_and_frontend_logs_come_from_the_description(tmp_path, monkeypatch):
+    from vantage_agent.pageload.kind import FrontendLogs, find_ca
+
+    # A CA where the testbed keeps it ($DNSCAMP_HOME/testbed/ca) is not guessed at: only the
+    # description (or the spec) names the trust anchor.
+    monkeypatch.setenv("DNSCAMP_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "testbed" / "ca").mkdir(parents=True)
+    (tmp_path / "home" / "testbed" / "ca" / "ca.crt").write_text("guessed")
+    assert find_ca(None, None) is None
+    ca = tmp_path / "ca.crt"
+    ca.write_text("pem")
+    assert find_ca(None, {"services": {**TB["services"], "ca_file": str(ca)}}) == str(ca)
+    assert find_ca("/spec.pem", TB) == "/spec.pem"
+    assert find_ca(None, TB) is None  # named but absent: no trust anchor, not a wrong one
+    assert [str(p) for p in FrontendLogs(TB).paths] == ["/tb/logs/frontend-isp.log", "/tb/logs/frontend-public.log"]
+    assert FrontendLogs(None).paths == [] and FrontendLogs({"services": {"resolvers": [{"endpoints": {}}]}}).paths == []
 
 
 @pytest.mark.parametrize("bad", ["dns", "dot:", "do54:isp", "doh:example.com", "dot:not-an-ip", "doh:https://x.test/q"])
@@ -35,7 +86,7 @@ def test_parse_rejects(bad):
 
 
 def test_stubby_config_is_dot_only_with_auth():
-    r = dnsmode.parse("dot:isp").resolver
+    r = dnsmode.parse("dot:isp", testbed=TB).resolver
     y = dnsmode.stubby_config("127.53.0.2", r, "/ca.crt")
     assert "GETDNS_TRANSPORT_TLS" in y and "GETDNS_TRANSPORT_UDP" not in y
     assert "GETDNS_AUTHENTICATION_REQUIRED" in y and 'tls_auth_name: "isp-resolver.test"' in y
@@ -43,7 +94,7 @@ def test_stubby_config_is_dot_only_with_auth():
 
 
 def test_firefox_doh_is_trr_mode_3():
-    p = dnsmode.firefox_trr_prefs(dnsmode.parse("doh:isp").resolver)
+    p = dnsmode.firefox_trr_prefs(dnsmode.parse("doh:isp", testbed=TB).resolver)
     assert p["network.trr.mode"] == 3 and p["network.trr.uri"] == "https://isp-resolver.test/dns-query"
     assert p["network.trr.bootstrapAddr"] == "10.53.1.1"
 

@@ -1,8 +1,13 @@
 """The resolver catalog: public resolvers (catalog.toml, with sources), the local resolver
-from /etc/resolv.conf (``local``), and the testbed resolvers from ``dnscamp testbed info
---json`` (``testbed-isp``, ``testbed-public``, ...). ``Catalog.endpoint(name, transport)``
-gives the ``Endpoint`` a driver needs; an unknown name or an unoffered transport is a
-``CatalogError`` whose message lists what is known."""
+from /etc/resolv.conf (``local``), and the testbed resolvers from the testbed description
+(``dnscamp testbed info --json``, $DNSCAMP_TESTBED_INFO, or the runner's ``ctx.testbed``:
+``testbed-isp``, ``testbed-public``, ...). ``Catalog.endpoint(name, transport)`` gives the
+``Endpoint`` a driver needs; an unknown name or an unoffered transport is a ``CatalogError``
+whose message lists what is known.
+
+The agent runs on cloud machines without the ``testbed`` package: it learns the testbed's
+resolvers, CA and query logs from the description only, like any other world's (never by
+importing ``testbed``; tests/unit/test_layout.py enforces it)."""
 
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ class Resolver:
     origin: str  # "catalog" | "resolv.conf" | "testbed"
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    query_log: str | None = None  # testbed frontends: the server's own log of the queries it got
 
     def endpoint(self, transport: str) -> Endpoint:
         key = registry.endpoint_key(transport)
@@ -85,36 +91,59 @@ def resolv_conf_resolver(path: Path = Path("/etc/resolv.conf")) -> Resolver | No
     return None
 
 
-def _resolver_entries(info: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """The resolver list and CA file of a testbed description: ``resolvers`` (a list, or a
-    mapping key -> entry) at the top level or under ``services``; if the description has none
-    but the island is up, the servers' own plan (testbed.services: frontends.endpoints)."""
+def _servers_part(info: dict[str, Any]) -> dict[str, Any]:
+    """The part of a testbed description that lists the resolvers: the top level (a bare
+    description, as tests and $DNSCAMP_TESTBED_INFO files give it), ``services`` (what
+    ``dnscamp testbed info --json`` and the runner's ``ctx.testbed`` hold) or ``description``."""
     for src in (info, info.get("services"), info.get("description")):
         if isinstance(src, dict) and src.get("resolvers"):
-            r = src["resolvers"]
-            entries = list(r.values()) if isinstance(r, dict) else list(r)
-            return entries, src.get("ca_file") or info.get("ca_file")
-    if info.get("up"):
-        try:
-            from testbed.services import ca, frontends, resolvers
+            return src
+    return {}
 
-            return [frontends.endpoints(r) for r in resolvers.RESOLVERS], str(ca.ca_file())
-        except Exception:  # noqa: BLE001 - no servers module: no testbed resolvers
-            return [], None
-    return [], None
+
+def testbed_ca_file(info: dict[str, Any] | None) -> str | None:
+    """The testbed CA (PEM file) named by the description, None if it names none."""
+    if not info:
+        return None
+    v = _servers_part(info).get("ca_file") or info.get("ca_file") or (info.get("services") or {}).get("ca_file")
+    return str(v) if v else None
+
+
+def _resolver_entries(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """key -> entry of the description's ``resolvers`` (a mapping key -> entry, e.g. ``isp``,
+    or a list, keyed by name). Nothing is guessed: a description without resolvers (servers
+    not running) has no testbed resolvers; the agent never imports ``testbed`` to find them."""
+    r = _servers_part(info).get("resolvers") or {}
+    if isinstance(r, dict):
+        return dict(r)
+    return {str(e.get("name") or f"#{i + 1}"): e for i, e in enumerate(r)}
+
+
+def _testbed_resolver(key: str, r: dict[str, Any], ca: str | None) -> Resolver:
+    name = r.get("name")
+    if not name:
+        raise CatalogError(f"testbed info: resolver {key!r} without a name")
+    eps = {k: _endpoint(name, k, v, ca) for k, v in (r.get("endpoints") or {}).items() if k in TRANSPORT_KEYS}
+    return Resolver(name, r.get("description", "testbed resolver"), "testbed", eps, ("dnscamp testbed info --json",),
+                    query_log=r.get("query_log"))
 
 
 def testbed_resolvers(info: dict[str, Any]) -> dict[str, Resolver]:
-    """Resolvers of ``dnscamp testbed info --json``: {"resolvers": [{"name", "endpoints": {...}}], "ca_file"}."""
-    entries, ca = _resolver_entries(info)
-    out: dict[str, Resolver] = {}
-    for r in entries:
-        name = r.get("name")
-        if not name:
-            raise CatalogError("testbed info: a resolver without a name")
-        eps = {k: _endpoint(name, k, v, ca) for k, v in (r.get("endpoints") or {}).items() if k in TRANSPORT_KEYS}
-        out[name] = Resolver(name, r.get("description", "testbed resolver"), "testbed", eps, ("dnscamp testbed info --json",))
-    return out
+    """Resolvers of ``dnscamp testbed info --json``: {"resolvers": [{"name", "endpoints": {...}}], "ca_file"}
+    (or the same under ``services``, with ``resolvers`` a mapping key -> entry)."""
+    ca = testbed_ca_file(info)
+    out = [_testbed_resolver(k, r, ca) for k, r in _resolver_entries(info).items()]
+    return {r.name: r for r in out}
+
+
+def testbed_resolver(info: dict[str, Any] | None, key: str) -> Resolver | None:
+    """The description's resolver with key (``isp``, ``public``) or name (``testbed-isp``)."""
+    entries = _resolver_entries(info or {})
+    ca = testbed_ca_file(info)
+    for k, r in entries.items():
+        if key in (k, r.get("name")):
+            return _testbed_resolver(k, r, ca)
+    return None
 
 
 def testbed_info() -> dict[str, Any] | None:

@@ -11,9 +11,13 @@ doq:R       dnscamp's stub (stub.py) on a private loopback address, DoQ to R
 doh3:R      dnscamp's stub, DoH over HTTP/3 to R
 ==========  ==================================================================================
 
-A resolver R is ``isp`` / ``public`` (the testbed's frontends, testbed/plan.py), or
+A resolver R is ``isp`` / ``public`` (the testbed's frontends: their addresses, ports and TLS
+names come from the testbed description's ``resolvers``, ``ctx.testbed`` or ``dnscamp testbed
+info --json``, never from the ``testbed`` package, which a cloud vantage does not have), or
 ``[tls-name@]address[:port]``, or for DoH an ``https://`` URL (``https://name/dns-query``, with
 ``@address`` appended to bootstrap the name: ``https://isp-resolver.test/dns-query@10.53.1.1``).
+Without a description an alias parses (so a spec validates anywhere) but stays unresolved, and
+``setup`` refuses it with the reason.
 
 Nothing here changes machine-global state: the resolver file and Chromium's managed-policy
 directory are bind-mounted in a private mount namespace of the browser's driver (see
@@ -33,15 +37,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from testbed import plan
+from vantage_agent.dns import catalog
 
 TRANSPORTS = ("system", "do53", "dot", "doh", "doq", "doh3")
 
-ALIASES = {
-    "isp": (plan.ISP_RESOLVER, plan.ISP_RESOLVER_NAME),
-    "public": (plan.PUBLIC_RESOLVER, plan.PUBLIC_RESOLVER_NAME),
-}
+# Keys of the testbed description's ``resolvers`` (testbed/services: frontends); names only,
+# the addresses are the description's.
+ALIASES = ("isp", "public")
 
 
 class DnsModeError(ValueError):
@@ -70,6 +74,7 @@ class DnsMode:
     transport: str
     resolver: Resolver | None = None
     text: str = "system"
+    alias: str | None = None  # "isp" / "public": resolved from the testbed description
 
     def __str__(self) -> str:
         return self.text
@@ -83,17 +88,26 @@ def _valid_ip(s: str) -> bool:
     return True
 
 
+def testbed_resolver(transport: str, alias: str, testbed: dict[str, Any] | None) -> Resolver | None:
+    """The endpoint of the description's resolver ``alias`` for ``transport``; None if the
+    description (or that resolver, or that transport) is missing."""
+    try:
+        r = catalog.testbed_resolver(testbed, alias)
+    except catalog.CatalogError as exc:
+        raise DnsModeError(f"{transport}:{alias}: {exc}") from None
+    ep = r.endpoints.get(transport) if r is not None else None
+    if ep is None:
+        return None
+    path = urlsplit(ep.url).path if ep.url else ""
+    return Resolver(ep.address, ep.port, ep.tls_name, path or "/dns-query")
+
+
 def parse_resolver(transport: str, spec: str) -> Resolver:
     default_port = {"do53": 53, "dot": 853, "doq": 853, "doh": 443, "doh3": 443}[transport]
     spec = spec.strip()
     if not spec:
         raise DnsModeError(f"{transport}: missing resolver (e.g. {transport}:isp or {transport}:10.53.1.1)")
-    if spec in ALIASES:
-        addr, name = ALIASES[spec]
-        return Resolver(addr, default_port, name)
     if spec.startswith("https://"):
-        from urllib.parse import urlsplit
-
         url, _, boot = spec.partition("@") if "@" in spec.split("//", 1)[1] else (spec, "", "")
         u = urlsplit(url)
         host = u.hostname or ""
@@ -124,8 +138,9 @@ def parse_resolver(transport: str, spec: str) -> Resolver:
     return Resolver(addr, port, name or None)
 
 
-def parse(text: str) -> DnsMode:
-    """Parse ``system`` or ``<transport>:<resolver>``; raises DnsModeError naming the part."""
+def parse(text: str, testbed: dict[str, Any] | None = None) -> DnsMode:
+    """Parse ``system`` or ``<transport>:<resolver>``; raises DnsModeError naming the part.
+    ``testbed``: the testbed description that resolves the aliases ``isp`` / ``public``."""
     text = text.strip()
     if text == "system":
         return DnsMode("system", None, "system")
@@ -134,6 +149,8 @@ def parse(text: str) -> DnsMode:
         raise DnsModeError(
             f"unknown DNS mode {text!r} (use system, do53:R, dot:R, doh:R, doq:R or doh3:R; R = isp, public or an address)"
         )
+    if rest.strip() in ALIASES:
+        return DnsMode(transport, testbed_resolver(transport, rest.strip(), testbed), text, rest.strip())
     return DnsMode(transport, parse_resolver(transport, rest), text)
 
 
@@ -261,6 +278,9 @@ def setup(mode: DnsMode, workdir: Path, *, ca_file: str | None = None, stubby: s
     ds = DnsSetup(mode=mode, workdir=workdir)
     r = mode.resolver
     t = mode.transport
+    if t != "system" and r is None:
+        raise DnsModeError(f"{mode}: {mode.alias!r} is a testbed resolver and the testbed description "
+                           f"(ctx.testbed / dnscamp testbed info --json) gives no {t} endpoint for it")
     try:
         if t == "system":
             pass

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vantage_agent import errors
+from vantage_agent.dns import catalog
 from vantage_agent.kind import RunContext, Unit, make_record, utcnow
 from vantage_agent.pageload import dnsmode, har as harmod, metrics, registry
 from vantage_agent.pageload.common import DEFAULT_TIMEOUT_S, DEFAULT_VIEWPORT, LoadOptions, LoadResult
@@ -79,23 +80,12 @@ def origins_for(url: str, extra: list[str]) -> tuple[str, ...]:
 
 
 def find_ca(params_ca: str | None, testbed: dict[str, Any] | None) -> str | None:
-    """The trust anchor for sites and resolvers: the spec's, else the testbed's CA."""
+    """The trust anchor for sites and resolvers: the spec's, else the CA file that the testbed
+    description names (None off the testbed: the system's trust store only)."""
     if params_ca:
         return params_ca
-    tb = testbed or {}
-    for key in ("ca_file", "ca_cert", "ca"):
-        v = tb.get(key)
-        if isinstance(v, dict):
-            v = v.get("cert") or v.get("file") or v.get("path")
-        if isinstance(v, str) and Path(v).is_file():
-            return v
-    from vantage_agent.paths import testbed_dir
-
-    for cand in ("ca/ca.crt", "ca/ca.pem", "ca.crt", "pki/ca.crt"):
-        p = testbed_dir() / cand
-        if p.is_file():
-            return str(p)
-    return None
+    ca = catalog.testbed_ca_file(testbed)
+    return ca if ca and Path(ca).is_file() else None
 
 
 def resolver_rtt(mode: dnsmode.DnsMode, count: int) -> dict[str, float | None] | None:
@@ -141,13 +131,16 @@ def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] |
 
 class FrontendLogs:
     """The testbed resolver frontends' query logs (CoreDNS, one line per query, first word =
-    the transport of the server block: testbed/services/frontends.py). Offsets are taken
-    before a load; ``verify`` reads what was appended during it."""
+    the transport of the server block: testbed/services/frontends.py), as the testbed
+    description names them (``resolvers.<key>.query_log``). Offsets are taken before a load;
+    ``verify`` reads what was appended during it."""
 
-    def __init__(self) -> None:
-        from vantage_agent.paths import testbed_dir
-
-        self.paths = sorted((testbed_dir() / "logs").glob("frontend-*.log"))
+    def __init__(self, testbed: dict[str, Any] | None) -> None:
+        try:
+            logs = {r.query_log for r in catalog.testbed_resolvers(testbed or {}).values() if r.query_log}
+        except catalog.CatalogError:  # a malformed description: no log evidence, the load still runs
+            logs = set()
+        self.paths = sorted(Path(p) for p in logs)
         self.offsets = {p: self._size(p) for p in self.paths}
 
     @staticmethod
@@ -196,13 +189,18 @@ def parse_log_line(line: str) -> list[str]:
 
 
 def _source_address(resolver: str | None) -> str | None:
+    """Our address towards ``resolver`` (for ``system``: the resolv.conf nameserver, which on
+    a testbed client is the ISP resolver), as the frontend logs it."""
     import socket
 
-    from testbed import plan
-
+    if resolver is None:
+        local = catalog.resolv_conf_resolver()
+        resolver = local.endpoints["do53"].address if local is not None else None
+    if resolver is None:
+        return None
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        s.connect((resolver or plan.ISP_RESOLVER, 53))
+        s.connect((resolver, 53))
         return s.getsockname()[0]
     except OSError:
         return None
@@ -278,8 +276,10 @@ def measure(
     dns: dnsmode.DnsSetup | None = None,
     rtt_count: int | None = 3,
     order: dict[str, Any] | None = None,
+    testbed: dict[str, Any] | None = None,
 ) -> Envelope:
-    """One load -> one record (HAR written beside it). Never raises."""
+    """One load -> one record (HAR written beside it). Never raises. ``testbed``: the testbed
+    description (its frontends' query logs verify the load's transport)."""
     started = utcnow()
     rid = uuid.uuid4()
     env: dict[str, Any] = {"seed": unit.seed}
@@ -293,7 +293,7 @@ def measure(
             dns = dnsmode.setup(mode, artifacts_dir / "dns" / rid.hex[:12], ca_file=opts.ca_file)
         else:
             dns.reset_stats()
-        logs = FrontendLogs()
+        logs = FrontendLogs(testbed)
         res = mod.load(url, opts, dns)
         stub_stats = dns.stats()
     except dnsmode.DnsModeError as exc:
@@ -343,9 +343,13 @@ class _PageLoadKind:
         work = Path(ctx.artifacts_dir) / "work"
         refuse = _testbed_only(unit.target, params.dns) if not ctx.testbed else None
         for i, (browser, mode_s, http) in enumerate(combos):
-            mode = dnsmode.parse(mode_s)
-            if refuse:
-                yield _setup_error(unit, browser, mode, http, params, refuse)
+            why = refuse
+            try:
+                mode = dnsmode.parse(mode_s, testbed=ctx.testbed)
+            except dnsmode.DnsModeError as exc:  # the description's entry for the alias is malformed
+                mode, why = dnsmode.parse(mode_s), why or str(exc)
+            if why:
+                yield _setup_error(unit, browser, mode, http, params, why)
                 continue
             opts = LoadOptions(
                 timeout_s=params.timeout_s,
@@ -359,7 +363,7 @@ class _PageLoadKind:
             order = {"seed": unit.seed, "site_order": unit.order, "combination": i, "of": len(combos)}
             yield measure(
                 unit, unit.target, browser, mode, opts, Path(ctx.artifacts_dir),
-                rtt_count=params.rtt_count if params.resolver_rtt else None, order=order,
+                rtt_count=params.rtt_count if params.resolver_rtt else None, order=order, testbed=ctx.testbed,
             )  # fmt: skip
 
 
