@@ -104,6 +104,15 @@ def _listening(want: list[tuple[str, str, int]]) -> Callable[[Any, str], bool]:
 # ---------------------------------------------------------------------------------------------
 
 
+def resolvers_description(run_dir: Path) -> dict[str, Any]:
+    """The description's ``resolvers``: per frontend (key ``isp`` / ``public``) its catalog entry
+    (name, endpoints) and ``query_log``, the frontend's own query log (the supervisor's log of
+    ``frontend-<key>``) from which the page-load kind verifies a load's transport. The vantage
+    agent reads all of this from the description; it never imports testbed/."""
+    return {r.key: {**frontends.endpoints(r), "query_log": str(Path(run_dir) / "logs" / f"frontend-{r.key}.log")}
+            for r in resolvers.RESOLVERS}
+
+
 def configure(run_dir: Path, seed: int = sites_mod.DEFAULT_SEED) -> dict[str, Any]:
     """Generate sites, certificates and every config file; returns the process specs
     ({name: {ns, argv, env, sockets}}) and the description for ``services.json``."""
@@ -159,10 +168,7 @@ def configure(run_dir: Path, seed: int = sites_mod.DEFAULT_SEED) -> dict[str, An
         "ca_file": str(ca.cert_path),
         "ca_fingerprint_sha256": ca.fingerprint,
         "coredns": str(coredns),
-        # query_log: the frontend's own log (the supervisor's log of frontend-<key>), from which
-        # the page-load kind verifies a load's transport; agents read it here, not from testbed/.
-        "resolvers": {r.key: {**frontends.endpoints(r), "query_log": str(run_dir / "logs" / f"frontend-{r.key}.log")}
-                      for r in resolvers.RESOLVERS},
+        "resolvers": resolvers_description(run_dir),
         "sites": site_set.describe(),
         "hosts": {h.name: {"address": h.address, "page": h.page, "depth": h.depth, "role": h.role}
                   for h in site_set.hosts.values()},

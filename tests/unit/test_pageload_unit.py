@@ -61,6 +61,24 @@ def test_aliases_come_from_the_description_not_from_the_testbed_package(tmp_path
         dnsmode.parse("doh:isp", testbed={"resolvers": {"isp": {"name": "x", "endpoints": {"doh": {"address": "1.2.3.4"}}}}})
 
 
+def test_the_testbed_describes_what_the_agent_reads(tmp_path):
+    """The producer side: the description the testbed writes resolves the aliases to its own
+    plan's frontends, and names the logs its supervisor writes for them."""
+    from testbed import plan
+    from testbed.services import resolvers_description
+    from testbed.supervisor import Supervisor
+    from vantage_agent.pageload.kind import FrontendLogs
+
+    tb = {"up": True, "services": {"running": True, "resolvers": resolvers_description(tmp_path)}}
+    for alias, addr, name in (("isp", plan.ISP_RESOLVER, plan.ISP_RESOLVER_NAME),
+                              ("public", plan.PUBLIC_RESOLVER, plan.PUBLIC_RESOLVER_NAME)):
+        for t in ("do53", "dot", "doh", "doq", "doh3"):
+            r = dnsmode.parse(f"{t}:{alias}", testbed=tb).resolver
+            assert (r.address, r.port, r.tls_name) == (addr, plan.PORTS[t], None if t == "do53" else name), (t, alias)
+    assert dnsmode.parse("doh:isp", testbed=tb).resolver.doh_url == f"https://{plan.ISP_RESOLVER_NAME}/dns-query"
+    assert FrontendLogs(tb).paths == sorted(Supervisor(tmp_path).log_path(f"frontend-{k}") for k in ("isp", "public"))
+
+
 def test_ca_and_frontend_logs_come_from_the_description(tmp_path, monkeypatch):
     from vantage_agent.pageload.kind import FrontendLogs, find_ca
 
