@@ -11,9 +11,15 @@
 -- another JSON type or out of the column's range), differences and sums are computed in
 -- numeric and a total out of its column's range is NULL, the RTT multiples use an access RTT
 -- of at least 1 us (records v1 refuse a smaller one).
+-- The columns of results are named, not r.*: a view expanding r.* depends on every column of
+-- results, so that no migration could drop or change one without re-creating it.
+-- engine, engine_version: what timed the query (our engine or getdns, issue 12 §6) and its
+-- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
+-- for records that do not carry it.
 CREATE OR REPLACE VIEW v_dns_query AS
 WITH d AS (
-  SELECT r.*,
+  SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.network_profile,
+         r.started_at, r.status, r.error, r.env, r.body,
          JSON_VALUE(r.body, '$.t_start' RETURNING bigint) AS t_start,
          JSON_VALUE(r.body, '$.t_connected' RETURNING bigint) AS t_connected,
          JSON_VALUE(r.body, '$.t_tls_done' RETURNING bigint) AS t_tls_done,
@@ -87,5 +93,8 @@ SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.ne
        CASE WHEN abs(d.bytes_n + d.hdr_bytes * d.packets_n) <= 9223372036854775807
             THEN (d.bytes_n + d.hdr_bytes * d.packets_n)::bigint END AS total_ip_bytes,
        d.env -> 'dns' AS tool_versions,
-       JSON_VALUE(d.body, '$.cache_warmed' RETURNING boolean) AS cache_warmed
+       JSON_VALUE(d.body, '$.cache_warmed' RETURNING boolean) AS cache_warmed,
+       JSON_VALUE(d.body, '$.engine' RETURNING text) AS engine,
+       JSON_VALUE(d.body, '$.engine_version' RETURNING text) AS engine_version,
+       JSON_VALUE(d.body, '$.engine_run_time_ms' RETURNING float8) AS engine_run_time_ms
 FROM t AS d;

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from db.views import apply_view, drop_view
+from db.migrations.views import create_view, drop_view
 
 revision = "0001_foundation"
 down_revision = None
@@ -17,6 +17,7 @@ depends_on = None
 
 WRITER = "dnscamp_writer"
 READER = "dnscamp_reader"
+VIEWS = ("v_results", "v_ping", "v_failures")
 
 
 def _create_role(name: str) -> None:
@@ -74,12 +75,16 @@ def upgrade() -> None:
     # The reader gets nothing on tables: views only (granted by apply_view).
     op.execute(f"REVOKE ALL ON results, quarantine FROM {READER}")
 
-    for v in ("v_results", "v_ping", "v_failures"):
-        apply_view(op, v)
+    for v in VIEWS:
+        create_view(op, revision, v)
 
 
 def downgrade() -> None:
-    for v in ("v_failures", "v_ping", "v_results"):
+    for v in reversed(VIEWS):
         drop_view(op, v)
     op.drop_table("quarantine")
     op.drop_table("results")
+    # The roles stay: they are cluster-wide and may serve other databases. What this
+    # revision granted on the schema and the database goes.
+    op.execute(f"REVOKE ALL ON SCHEMA public FROM {WRITER}, {READER}")
+    op.execute(f"DO $$ BEGIN EXECUTE format('REVOKE ALL ON DATABASE %I FROM {WRITER}', current_database()); END $$")

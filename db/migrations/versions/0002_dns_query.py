@@ -6,7 +6,7 @@ Revises: 0001_foundation
 
 from alembic import op
 
-from db.views import apply_view, drop_view
+from db.migrations.views import create_view, drop_view
 
 revision = "0002_dns_query"
 down_revision = "0001_foundation"
@@ -15,7 +15,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_view(op, "v_dns_query")
+    create_view(op, revision, "v_dns_query")
 
 
 def downgrade() -> None:

@@ -1,21 +1,21 @@
 """Page loads: the v_page_load view over page_load records (issue 6).
 
 Revision ID: 0003_page_load
-Revises: 0001_foundation
+Revises: 0002_dns_query
 """
 
 from alembic import op
 
-from db.views import apply_view, drop_view
+from db.migrations.views import create_view, drop_view
 
 revision = "0003_page_load"
-down_revision = "0001_foundation"
+down_revision = "0002_dns_query"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    apply_view(op, "v_page_load")
+    create_view(op, revision, "v_page_load")
 
 
 def downgrade() -> None:

@@ -1,18 +1,20 @@
 """RIPE Atlas: raw results, parsed ping / DNS rows, measurement roles, resolver discovery,
 and the views v_atlas_ping, v_atlas_dns, v_quicsocks_savings (issue 7).
 
+Since issue 12 it follows 0003 (the history is one line; it used to branch off 0001).
+
 Revision ID: 0005_atlas
-Revises: 0001_foundation
+Revises: 0003_page_load
 """
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from db.views import apply_view, drop_view
+from db.migrations.views import create_view, drop_view
 
 revision = "0005_atlas"
-down_revision = "0001_foundation"
+down_revision = "0003_page_load"
 branch_labels = None
 depends_on = None
 
@@ -120,7 +122,7 @@ def upgrade() -> None:
     op.execute(f"GRANT SELECT, INSERT, UPDATE ON {tables} TO {WRITER}")
     op.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {WRITER}")
     for v in VIEWS:
-        apply_view(op, v)
+        create_view(op, revision, v)
 
 
 def downgrade() -> None:
@@ -128,3 +130,5 @@ def downgrade() -> None:
         drop_view(op, v)
     for t in ("atlas_discovery", "atlas_dns", "atlas_ping", "atlas_results_raw", "atlas_measurements"):
         op.drop_table(t)
+    # "ALL SEQUENCES" above also reached quarantine's (its identity needs no grant to insert)
+    op.execute(f"REVOKE USAGE ON SEQUENCE quarantine_id_seq FROM {WRITER}")

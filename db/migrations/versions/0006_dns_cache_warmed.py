@@ -2,22 +2,22 @@
 timing; vantage_agent/dns/kind.py).
 
 Revision ID: 0006_dns_cache_warmed
-Revises: 0002_dns_query
+Revises: 0005_atlas
 """
 
 from alembic import op
 
-from db.views import apply_view
+from db.migrations.views import create_view, restore_view
 
 revision = "0006_dns_cache_warmed"
-down_revision = "0002_dns_query"
+down_revision = "0005_atlas"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    apply_view(op, "v_dns_query")  # CREATE OR REPLACE: the new column is the last one
+    create_view(op, revision, "v_dns_query")  # CREATE OR REPLACE: the new column is the last one
 
 
 def downgrade() -> None:
-    pass  # the view only gained a trailing column, which older code ignores
+    restore_view(op, "0002_dns_query", "v_dns_query")

@@ -3,30 +3,32 @@ make them raise (issue 11, defect 4: ``"sent": 3.0`` made v_ping's ``::int`` fai
 reader). They read with JSON_VALUE (NULL for a value of another type or range) and compute
 differences and sums without overflow; column names and types are unchanged.
 
-It also merges the page_load branch (0003, which created v_page_load) so that v_page_load
-exists before it is replaced; a ``depends_on`` would leave 0003 a script head that the
-database no longer lists (``db status`` and tests compare the two).
+This revision used to merge two branches (0006 and 0003); since issue 12 the history is one
+line (0001 -> 0002 -> 0003 -> 0005 -> 0006 -> 0007 -> ...) and stores that list a merged
+branch's revision beside a later one are mended by db/migrations/env.py.
 
 Revision ID: 0007_strict_records
-Revises: 0006_dns_cache_warmed, 0003_page_load
+Revises: 0006_dns_cache_warmed
 """
 
 from alembic import op
 
-from db.views import apply_view
+from db.migrations.views import create_view, restore_view
 
 revision = "0007_strict_records"
-down_revision = ("0006_dns_cache_warmed", "0003_page_load")
+down_revision = "0006_dns_cache_warmed"
 branch_labels = None
 depends_on = None
 
-VIEWS = ("v_ping", "v_dns_query", "v_page_load")
+# view -> the revision whose definition this one replaces (what a downgrade restores)
+VIEWS = {"v_ping": "0001_foundation", "v_dns_query": "0006_dns_cache_warmed", "v_page_load": "0003_page_load"}
 
 
 def upgrade() -> None:
     for v in VIEWS:
-        apply_view(op, v)  # CREATE OR REPLACE: same columns, same types
+        create_view(op, revision, v)  # CREATE OR REPLACE: same columns, same types
 
 
 def downgrade() -> None:
-    pass  # the previous definitions return the same columns; they only raise on more values
+    for v, previous in VIEWS.items():
+        restore_view(op, previous, v)

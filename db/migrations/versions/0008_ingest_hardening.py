@@ -3,6 +3,11 @@ JSON, collectors.ingest.content_hash) so that a different record under a stored 
 apart from a duplicate (``id_conflict``); the writer may update and delete quarantine rows
 (a line's row is refreshed when its reason changes and deleted when the line later ingests).
 
+v_dns_query (0007's definition) selects ``r.*`` from results, which Postgres expands when the
+view is created: it is created again here so that it is the same whether it was made before or
+after this column (a downgrade from 0009 re-creates it at this revision), and the downgrade
+drops it while it drops the column.
+
 Rows stored before this revision get their hash computed here from the stored columns (the
 hash is defined on the record as stored, so it is the same as ingest computes).
 
@@ -12,6 +17,8 @@ Revises: 0007_strict_records
 
 import sqlalchemy as sa
 from alembic import op
+
+from db.migrations.views import create_view
 
 revision = "0008_ingest_hardening"
 down_revision = "0007_strict_records"
@@ -50,10 +57,13 @@ def _backfill(conn, batch: int = 5000) -> None:
 
 def upgrade() -> None:
     op.add_column("results", sa.Column("content_sha256", sa.LargeBinary))
+    create_view(op, "0007_strict_records", "v_dns_query")
     op.execute(f"GRANT UPDATE, DELETE ON quarantine TO {WRITER}")
     _backfill(op.get_bind())
 
 
 def downgrade() -> None:
     op.execute(f"REVOKE UPDATE, DELETE ON quarantine FROM {WRITER}")
+    op.execute("DROP VIEW v_dns_query")  # it may depend on the column (r.*, above)
     op.drop_column("results", "content_sha256")
+    create_view(op, "0007_strict_records", "v_dns_query")

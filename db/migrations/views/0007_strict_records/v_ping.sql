@@ -1,0 +1,31 @@
+-- ping records with per-record RTT statistics derived from the per-probe RTTs.
+-- Body values are read with JSON_VALUE, which gives NULL (never an error) for a value of
+-- another JSON type or out of the column's range (e.g. a "sent": 3.0 stored before records v1
+-- became strict); the statistics are computed so that no finite RTT can overflow them.
+CREATE OR REPLACE VIEW v_ping AS
+SELECT r.id, r.campaign, r.run, r.vantage_id, r.provider, r.region, r.network_profile,
+       r.started_at, r.status, r.error,
+       r.body ->> 'target' AS target,
+       r.body ->> 'address' AS address,
+       r.body ->> 'protocol' AS protocol,
+       JSON_VALUE(r.body, '$.port' RETURNING int) AS port,
+       b.sent,
+       b.received,
+       CASE WHEN b.sent > 0 THEN 1.0 - b.received::float8 / b.sent END AS loss,
+       s.rtt_min_ms, s.rtt_avg_ms, s.rtt_median_ms, s.rtt_max_ms,
+       r.body -> 'rtts_ms' AS rtts_ms
+FROM results r
+CROSS JOIN LATERAL (
+    SELECT JSON_VALUE(r.body, '$.sent' RETURNING int) AS sent,
+           JSON_VALUE(r.body, '$.received' RETURNING int) AS received
+) b
+LEFT JOIN LATERAL (
+    -- avg in numeric: a float8 sum of large RTTs could overflow
+    SELECT min(x) AS rtt_min_ms, avg(x::numeric)::float8 AS rtt_avg_ms,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS rtt_median_ms,
+           max(x) AS rtt_max_ms
+    FROM jsonb_path_query(r.body, 'lax $.rtts_ms[*]') AS e,
+         LATERAL JSON_VALUE(e, '$' RETURNING float8) AS x
+    WHERE x IS NOT NULL
+) s ON true
+WHERE r.kind = 'ping';
