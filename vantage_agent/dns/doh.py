@@ -16,10 +16,12 @@ query; ``resume`` = one handle, ``FRESH_CONNECT`` + ``FORBID_REUSE`` per query, 
 opens a new connection that resumes the TLS session from a ``CurlShare`` session cache (the
 easy handle alone did not resume here), with ``CURLSSLOPT_EARLYDATA`` so that DoH3 sends the
 request as QUIC 0-RTT when the ticket allows it (``EARLYDATA_SENT_T`` > 0 → ``early_data``).
-``resumed`` is true when libcurl offered the session and the server sent no certificate.
-``NUM_CONNECTS`` says whether a connection was made; the TLS version, ALPN and resumption come
-from libcurl's verbose lines (``SSL connection using ...``, ``ALPN: server accepted ...``,
-``SSL reusing session ...``). pycurl bundles its own OpenSSL: ``CAINFO`` is always set.
+``NUM_CONNECTS`` says whether a connection was made. The TLS version, ALPN, resumption and
+0-RTT acceptance are read from the connection's OpenSSL ``SSL*`` (``CURLINFO_TLS_SSL_PTR``;
+see ``_TlsInfo``) while the response arrives, once per new connection; a reused connection
+carries the values read when it was opened. ``quic_version`` is null: libcurl exposes no
+getter for the QUIC version its ngtcp2 connection runs (docs/dns.md). pycurl bundles its own
+OpenSSL: ``CAINFO`` is always set.
 
 Bytes/packets: we open the TCP socket ourselves (``OPENSOCKETFUNCTION``, TCP_NODELAY) and read
 the kernel's TCP_INFO counters when the request is about to go out (``PREREQFUNCTION``:
@@ -32,10 +34,12 @@ payload bytes); elsewhere ``wire_basis`` is ``unavailable``.
 from __future__ import annotations
 
 import base64
+import ctypes
 import socket
 from urllib.parse import urlsplit
 
 import pycurl
+import pycurl._pycurl
 
 from vantage_agent import errors
 
@@ -51,6 +55,86 @@ _CURLSSLOPT_EARLYDATA = 1 << 6  # curl.h CURLSSLOPT_EARLYDATA (libcurl >= 8.11; 
 
 def _curl_version() -> str:
     return pycurl.version
+
+
+class _TlsSessionInfo(ctypes.Structure):  # curl.h struct curl_tlssessioninfo
+    _fields_ = [("backend", ctypes.c_int), ("internals", ctypes.c_void_p)]
+
+
+class _TlsInfo:
+    """What libcurl's connection negotiated, asked of OpenSSL: ``SSL_get_version``,
+    ``SSL_get0_alpn_selected``, ``SSL_session_reused``, ``SSL_get_early_data_status``.
+
+    pycurl 7.49's ``getinfo`` refuses ``CURLINFO_TLS_SSL_PTR`` ("invalid argument"), so
+    ``curl_easy_getinfo`` and the ``SSL_*`` getters are called through ctypes, resolved in
+    pycurl's extension module, i.e. in the libcurl and OpenSSL it is linked with (the wheel
+    bundles both; the ``SSL*`` belongs to that OpenSSL, not to the one of ``ssl``). The
+    ``CURL*`` is the field after ``dict`` and ``weakreflist`` of pycurl's ``CurlObject``
+    (src/pycurl.h); it is checked against ``CURLINFO_PRIVATE``, which pycurl sets to the
+    object itself, before it is used. libcurl gives the ``SSL*`` only while the transfer owns
+    the connection (afterwards ``internals`` is NULL), so it is read from the write callback.
+    If any of this is unavailable (another pycurl layout, another TLS backend) the fields are
+    null, never guessed."""
+
+    PRIVATE = 0x100000 + 21  # CURLINFO_PRIVATE
+    SSL_PTR = 0x400000 + 45  # CURLINFO_TLS_SSL_PTR
+    OPENSSL = 1  # CURLSSLBACKEND_OPENSSL
+    EARLY_DATA_ACCEPTED = 2  # SSL_EARLY_DATA_ACCEPTED
+    _HANDLE_AT = object.__basicsize__ + 2 * ctypes.sizeof(ctypes.c_void_p)
+
+    def __init__(self) -> None:
+        vp = ctypes.c_void_p
+        try:
+            lib = ctypes.CDLL(pycurl._pycurl.__file__)
+            self._getinfo = lib.curl_easy_getinfo
+            self._version, self._alpn = lib.SSL_get_version, lib.SSL_get0_alpn_selected
+            self._reused, self._early = lib.SSL_session_reused, lib.SSL_get_early_data_status
+        except (OSError, AttributeError):
+            self.ok = False
+            return
+        self._getinfo.argtypes, self._getinfo.restype = [vp, ctypes.c_int, vp], ctypes.c_int
+        self._version.argtypes, self._version.restype = [vp], ctypes.c_char_p
+        self._alpn.argtypes, self._alpn.restype = [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_uint)], None
+        self._reused.argtypes = self._early.argtypes = [vp]
+        self._reused.restype = self._early.restype = ctypes.c_int
+        self.ok = True
+
+    def handle(self, h: pycurl.Curl) -> int | None:
+        """The ``CURL*`` of a pycurl handle, or None if it cannot be found safely."""
+        if not self.ok or type(h).__basicsize__ < self._HANDLE_AT + ctypes.sizeof(ctypes.c_void_p):
+            return None
+        ptr = ctypes.c_void_p.from_address(id(h) + self._HANDLE_AT).value
+        private = ctypes.c_void_p()
+        if not ptr or self._getinfo(ptr, self.PRIVATE, ctypes.byref(private)) != 0 or private.value != id(h):
+            return None
+        return ptr
+
+    def read(self, curl: int) -> tuple[str | None, str | None, bool | None, bool | None]:
+        """(tls_version, alpn, session reused, early data accepted) of the connection the
+        transfer on ``curl`` is using; Nones if libcurl gives no OpenSSL ``SSL*``."""
+        tsi = ctypes.POINTER(_TlsSessionInfo)()
+        if self._getinfo(curl, self.SSL_PTR, ctypes.byref(tsi)) != 0 or not tsi:
+            return None, None, None, None
+        info = tsi.contents
+        ssl = info.internals
+        if info.backend != self.OPENSSL or not ssl:
+            return None, None, None, None
+        data, n = ctypes.c_void_p(), ctypes.c_uint()
+        self._alpn(ssl, ctypes.byref(data), ctypes.byref(n))
+        alpn = ctypes.string_at(data.value, n.value).decode("ascii", "replace") if data.value and n.value else None
+        version = self._version(ssl)
+        return (version.decode() if version else None, alpn, bool(self._reused(ssl)),
+                self._early(ssl) == self.EARLY_DATA_ACCEPTED)
+
+
+_tls_info: _TlsInfo | None = None
+
+
+def _tls() -> _TlsInfo:
+    global _tls_info
+    if _tls_info is None:
+        _tls_info = _TlsInfo()
+    return _tls_info
 
 
 class Client:
@@ -69,7 +153,11 @@ class Client:
         self._last_used: int | None = None
         self._last_fd: int | None = None
         self._new_socks: list[socket.socket] = []
-        self._debug: list[str] = []
+        self._handle_ptr: int | None = None
+        # what a connection negotiated (tls_version, alpn, resumed, early data accepted): read
+        # once when it is opened (_new_tls), then carried by the queries that reuse it
+        self._new_tls: tuple[str | None, str | None, bool | None, bool | None] | None = None
+        self._conn_tls: tuple[str | None, str | None, bool | None, bool | None] | None = None
         self._body = bytearray()
         self._t_last: int | None = None
         self._hs_counts: WireCount | None = None
@@ -100,7 +188,6 @@ class Client:
         h.setopt(pycurl.WRITEFUNCTION, self._write)
         h.setopt(pycurl.OPENSOCKETFUNCTION, self._opensocket)
         h.setopt(pycurl.PREREQFUNCTION, self._prereq)
-        h.setopt(pycurl.DEBUGFUNCTION, self._debugfn)
         h.setopt(pycurl.NOSIGNAL, 1)
         h.setopt(pycurl.PIPEWAIT, 0)
         h.setopt(pycurl.MAXAGE_CONN, max(1, int(self.policy.idle_timeout_s + 0.999)))
@@ -109,6 +196,7 @@ class Client:
             h.setopt(pycurl.SSL_OPTIONS, _CURLSSLOPT_EARLYDATA)
         else:
             h.setopt(pycurl.SSL_SESSIONID_CACHE, 0)
+        self._handle_ptr = _tls().handle(h)
         return h
 
     def _opensocket(self, purpose: int, addr: tuple) -> socket.socket:
@@ -128,6 +216,8 @@ class Client:
 
     def _write(self, data: bytes) -> None:
         self._t_last = c.now()
+        if self._new_socks and self._new_tls is None and self._handle_ptr is not None:
+            self._new_tls = _tls().read(self._handle_ptr)  # first bytes on a new connection
         self._body += data
         if self._netdev:
             self._after_counts = c.netdev_counts()
@@ -136,14 +226,12 @@ class Client:
             if sock is not None:
                 self._after_counts = c.tcp_counts(sock)
 
-    def _debugfn(self, kind: int, msg: bytes) -> None:
-        if kind == 0:  # CURLINFO_TEXT
-            self._debug.append(msg.decode("latin-1", "replace").strip())
-
     def close(self) -> None:
         if self._curl is not None:
             self._curl.close()
             self._curl = None
+        self._handle_ptr = None
+        self._conn_tls = None
         for s in self._new_socks:
             s.close()
         self._new_socks.clear()
@@ -180,7 +268,7 @@ class Client:
         for s in self._new_socks:  # libcurl holds its own dup of every socket it kept
             s.close()
         self._new_socks.clear()
-        self._debug.clear()
+        self._new_tls = None
         self._body = bytearray()
         self._t_last = None
         self._hs_counts = None
@@ -199,9 +287,6 @@ class Client:
         t0 = c.now()
         may_reuse = self.policy.may_reuse(self._last_used, t0)
         h.setopt(pycurl.FRESH_CONNECT, 0 if may_reuse else 1)
-        # libcurl's verbose lines (TLS version, ALPN, resumption) only matter for a new
-        # connection; on an expected reuse they would cost ~30 % of the per-query CPU.
-        h.setopt(pycurl.VERBOSE, 0 if (may_reuse and self._last_used is not None) else 1)
         h.setopt(pycurl.FORBID_REUSE, 0 if self.policy.keeps_connection else 1)
         before = c.tcp_counts(self._last_fd) if (may_reuse and self._last_fd is not None and not self.udp) else None
         base = DnsTiming(
@@ -262,28 +347,16 @@ class Client:
             return t0 + us * 1000 if us and us > 0 else None
 
         hv = h.getinfo(pycurl.INFO_HTTP_VERSION)
-        tls_version = alpn = None
-        resumed: bool | None = None
-        full_handshake = False
-        for line in self._debug:
-            if line.startswith("SSL connection using "):
-                tls_version = line.split()[3] if len(line.split()) > 3 else None
-            elif line.startswith("ALPN: server accepted "):
-                alpn = line.rsplit(" ", 1)[-1]
-            elif "reusing session" in line.lower() or "re-using session" in line.lower():
-                resumed = True  # offered; refuted below if the server sent its certificate
-            elif "TLS handshake, Certificate (11)" in line and "(IN)" in line:
-                full_handshake = True
         new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
         if new_conn:
-            resumed = bool(resumed) and not full_handshake
-        else:
-            resumed = None
+            self._conn_tls = self._new_tls
+        tls_version, alpn, resumed, early_accepted = self._conn_tls or (None, None, None, None)
         early = None
-        if new_conn and self.policy.resumes:
-            early = bool(resumed) and (h.getinfo(pycurl.EARLYDATA_SENT_T) or 0) > 0
-        if hv == 30:
-            alpn = alpn or "h3"
+        if not new_conn:
+            resumed = None  # resumption describes how a connection was opened
+        elif self.policy.resumes and resumed is not None:
+            # the request went out as 0-RTT (libcurl's stamp) and the server accepted it (OpenSSL)
+            early = bool(early_accepted) and (h.getinfo(pycurl.EARLYDATA_SENT_T) or 0) > 0
         return base.replace(
             t_connected=at(pycurl.CONNECT_TIME_T),
             t_tls_done=at(pycurl.APPCONNECT_TIME_T),
@@ -291,7 +364,7 @@ class Client:
             http_version={3: "2", 30: "3", 2: "1.1", 1: "1.0"}.get(hv, str(hv) if hv else None),
             tls_version=tls_version,
             alpn=alpn,
-            quic_version="1" if hv == 30 else None,
+            quic_version=None,  # libcurl has no getter for it (module docstring, docs/dns.md)
             resumed=resumed,
             early_data=early,
         )

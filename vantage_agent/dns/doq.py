@@ -14,6 +14,15 @@ connection, closed after the idle timeout; ``resume`` = new connection per query
 presents the last session ticket and sends the query as 0-RTT early data
 (``early_data``) — whether the server accepted it is ``resumed`` (HandshakeCompleted's
 ``session_resumed``) and ``early_data`` (``early_data_accepted``).
+
+Negotiated parameters, read from aioquic, not assumed: ``alpn`` is HandshakeCompleted's
+``alpn_protocol``; ``quic_version`` is the version the connection's packets use once the
+answer is in (``QuicConnection._version``: aioquic 1.7 has no public getter; it is changed by
+a Version Negotiation packet or by compatible version negotiation, RFC 9368), written by
+``timing.quic_version_name``; ``tls_version`` is "TLSv1.3" once the handshake completed,
+because aioquic's TLS offers only 1.3 and aborts a ServerHello with any other version
+(aioquic/tls.py, "ServerHello has a version we did not advertise"; RFC 9001 §4.2), and null
+before.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from vantage_agent import errors
 
 from . import _common as c
 from .policy import Policy
-from .timing import DnsTiming, WireCount, failed
+from .timing import DnsTiming, WireCount, failed, quic_version_name
 
 TRANSPORT = "doq"
 ENDPOINT = "doq"
@@ -216,7 +225,6 @@ class Client:
         base = DnsTiming(
             transport=self.transport, address=ep.address, port=ep.port, qname=qname, qtype=qtype,
             policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, wire_basis="quic_count",
-            quic_version="1",
         )
         deadline = t0 + int(opt.timeout_s * 1e9)
         try:
@@ -266,7 +274,8 @@ class Client:
                 connection_reused=reused,
                 resumed=None if reused else conn.resumed,
                 early_data=None if reused else (conn.early_accepted if self.policy.resumes else False),
-                alpn=conn.alpn, tls_version="TLSv1.3",
+                alpn=conn.alpn, tls_version="TLSv1.3" if conn.handshake_done else None,
+                quic_version=quic_version_name(getattr(conn.quic, "_version", None)),
                 handshake=hs_count,
                 query=(conn.count - q_start) if hs_count is not None or reused else conn.count,
             )

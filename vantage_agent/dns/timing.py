@@ -120,6 +120,17 @@ class DnsTiming:
         return d
 
 
+_QUIC_VERSIONS = {0x00000001: "1", 0x6B3343CF: "2"}  # RFC 9000, RFC 9369
+
+
+def quic_version_name(version: int | None) -> str | None:
+    """A QUIC version number as recorded in ``quic_version``: "1", "2", else its hex code
+    ("0x...", e.g. a draft or grease version); None if unknown."""
+    if version is None:
+        return None
+    return _QUIC_VERSIONS.get(version, f"0x{version:08x}")
+
+
 def failed(base: DnsTiming, exc: errors.MeasurementError, **kw: Any) -> DnsTiming:
     """``base`` (with the phases reached so far) turned into a failure record."""
     return dataclasses.replace(base, status=exc.status, error=exc.message, **kw)
