@@ -3,14 +3,18 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 DNSCAMP := .venv/bin/dnscamp
 PYTEST_ARGS ?=
-# rustup's cargo may not be on a non-login PATH; the same target dir as install/30-linkem.sh
-CARGO := $(shell command -v cargo || echo $$HOME/.cargo/bin/cargo)
+# the cargo install/30-linkem.sh builds with (rustup's may not be on a non-login PATH); same target dir
+CARGO := $(shell bash -c 'source install/lib.sh && find_cargo' || echo cargo)
 LINKEM_TARGET := $${XDG_CACHE_HOME:-$$HOME/.cache}/dnscamp/linkem-target
 
-.PHONY: deps demo test bench docs clean-testbed
+.PHONY: deps lock demo test bench docs clean-testbed
 
 deps:
 	@bash install/run.sh
+
+## lock: re-resolve requirements.lock (the venv's exact versions, hashed) after a pin in pyproject.toml moved
+lock:
+	@bash install/lock.sh
 
 ## demo: the default campaign on the testbed, into the embedded Postgres, ending with the report
 demo: deps

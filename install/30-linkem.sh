@@ -4,6 +4,7 @@
 # Idempotent and quick when nothing changed (cargo's incremental check + compare before copy).
 # Also installs the tools the NFQUEUE backend and its self-test call: iptables, ethtool.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 crate="$here/testbed/linkem"
@@ -25,14 +26,10 @@ if ((${#need_pkgs[@]})); then
     fi
 fi
 
-if ! command -v cargo >/dev/null 2>&1; then
-    # shellcheck disable=SC1091
-    [ -f "$HOME/.cargo/env" ] && source "$HOME/.cargo/env"
-fi
-command -v cargo >/dev/null 2>&1 || { echo "30-linkem: cargo not found" >&2; exit 1; }
+CARGO=$(ensure_cargo) || exit 2  # cargo >= CARGO_MIN, else Debian's cargo-web (lib.sh)
 
 mkdir -p "$bin_dir" "$CARGO_TARGET_DIR"
-(cd "$crate" && cargo build --release --locked -j2 --quiet)
+(cd "$crate" && "$CARGO" build --release --locked -j2 --quiet)
 
 src="$CARGO_TARGET_DIR/release/linkem"
 dst="$bin_dir/linkem"

@@ -18,11 +18,8 @@ if [ -x "$TARGET" ] && "$TARGET" -version >/dev/null 2>&1; then
   exit 0
 fi
 
-# The machine image ships a recent Go (/usr/local/go, 1.26); CoreDNS 1.15 needs go >= 1.24.
-GO=go
-for cand in /usr/local/go/bin/go /usr/lib/go/bin/go; do
-  [ -x "$cand" ] && { GO="$cand"; break; }
-done
+# CoreDNS 1.15 needs go >= 1.24: the one on the machine, else go1.24 from the Go module proxy (lib.sh)
+GO=$(ensure_go) || exit 2
 echo "   coredns $COREDNS_VERSION: building from its Go module with $("$GO" version) (~3 min, -p 2)"
 export GOFLAGS=-mod=mod GOMAXPROCS=2 GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 work="$(cache_dir)/build/coredns-$COREDNS_VERSION"

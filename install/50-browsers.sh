@@ -18,11 +18,7 @@ if [ -x "$BIN/geckodriver" ] && "$BIN/geckodriver" --version 2>/dev/null | head 
   echo "   geckodriver $GECKO_VERSION: cached at $BIN/geckodriver"
   exit 0
 fi
-CARGO=cargo
-for cand in "$HOME/.cargo/bin/cargo" /usr/local/cargo/bin/cargo /usr/bin/cargo; do
-  [ -x "$cand" ] && { CARGO="$cand"; break; }
-done
-command -v "$CARGO" >/dev/null || { echo "install: cargo not found (needed to build geckodriver)"; exit 1; }
+CARGO=$(ensure_cargo) || exit 2  # cargo >= CARGO_MIN, else Debian's cargo-web (lib.sh)
 echo "   geckodriver $GECKO_VERSION: cargo install into $(cache_dir) (~1 min 40 s, -j2)"
 nice "$CARGO" install geckodriver --version "$GECKO_VERSION" --locked -j2 --root "$(cache_dir)" >/dev/null 2>&1 \
   || nice "$CARGO" install geckodriver --version "$GECKO_VERSION" -j2 --root "$(cache_dir)"
