@@ -27,20 +27,37 @@ def test_frontend_corefile_serves_five_transports_without_cache(tmp_path):
         assert f'log . "{tr} {{remote}}' in cf
 
 
-def test_catalog_entry():
-    isp = frontends.endpoints(resolvers.RESOLVERS[0])
-    assert isp == {
-        "name": "testbed-isp",
-        "endpoints": {
-            "do53": {"address": "10.53.1.1", "port": 53},
-            "dot": {"address": "10.53.1.1", "port": 853, "tls_name": "isp-resolver.test"},
-            "doh": {"url": "https://isp-resolver.test/dns-query", "address": "10.53.1.1", "port": 443,
-                    "tls_name": "isp-resolver.test"},
-            "doh3": {"url": "https://isp-resolver.test/dns-query", "address": "10.53.1.1", "port": 443,
-                     "tls_name": "isp-resolver.test"},
-            "doq": {"address": "10.53.1.1", "port": 853, "tls_name": "isp-resolver.test"},
-        },
-    }
+# CoreDNS's server-block scheme per transport (CoreDNS manual, "Server Blocks"), and the IANA
+# service each transport's port is registered for (/etc/services: RFC 1035, RFC 7858/9250, RFC 8484)
+COREDNS_SCHEME = {"do53": "dns", "dot": "tls", "doh": "https", "doh3": "https3", "doq": "quic"}
+IANA_SERVICE = {"do53": ("domain", "udp"), "dot": ("domain-s", "tcp"), "doq": ("domain-s", "udp"),
+                "doh": ("https", "tcp"), "doh3": ("https", "udp")}
+
+
+@pytest.mark.parametrize("r", resolvers.RESOLVERS, ids=lambda r: r.key)
+def test_catalog_entry_is_what_the_server_serves(r, tmp_path):
+    """The catalog entry the agent reads is checked against independent sources, not a pasted
+    copy of itself: the Corefile CoreDNS is started with (scheme, port, bind address of every
+    server block), the IANA port registry, and the agent's own catalog loader."""
+    import re
+    import socket
+
+    from vantage_agent.dns import catalog
+
+    entry = frontends.endpoints(r)
+    assert entry["name"] == f"testbed-{r.key}" and set(entry["endpoints"]) == set(COREDNS_SCHEME)
+    cf = frontends.corefile(r, tmp_path / "c.crt", tmp_path / "c.key")
+    blocks = {m[0]: (int(m[1]), m[2]) for m in re.findall(r"^(\w+)://\.:(\d+) \{\n  bind (\S+)\n", cf, re.M)}
+    loaded = catalog.testbed_resolvers({"resolvers": [entry], "ca_file": str(tmp_path / "ca.pem")})[entry["name"]]
+    for tr, ep in entry["endpoints"].items():
+        assert (ep["port"], ep["address"]) == blocks[COREDNS_SCHEME[tr]], (tr, ep, blocks)
+        assert ep["port"] == socket.getservbyname(*IANA_SERVICE[tr]), (tr, ep)
+        if tr != "do53":
+            assert ep["tls_name"] == r.tls_name
+        if tr in ("doh", "doh3"):
+            assert ep["url"] == f"https://{r.tls_name}/dns-query"  # CoreDNS answers DoH on /dns-query only
+        got = loaded.endpoint(tr)
+        assert (got.address, got.port) == (ep["address"], ep["port"])
 
 
 def test_unbound_config(tmp_path):
