@@ -24,6 +24,12 @@ def upgrade(url: str | None = None, target: str = "heads") -> None:
     command.upgrade(alembic_config(url), target)
 
 
+def downgrade(url: str | None, target: str) -> None:
+    """Downgrade to ``target`` (a revision, or "base"); each revision restores the previous one's
+    schema exactly (docs/store.md, Migrations)."""
+    command.downgrade(alembic_config(url), target)
+
+
 def current_heads(url: str | None = None) -> list[str]:
     import sqlalchemy as sa
     from alembic.runtime.migration import MigrationContext

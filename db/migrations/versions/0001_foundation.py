@@ -72,7 +72,7 @@ def upgrade() -> None:
     op.execute(f"GRANT SELECT, INSERT ON results, quarantine TO {WRITER}")
     # Temp staging tables for COPY-based ingest.
     op.execute(f"DO $$ BEGIN EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO {WRITER}', current_database()); END $$")
-    # The reader gets nothing on tables: views only (granted by apply_view).
+    # The reader gets nothing on tables: views only (granted by create_view).
     op.execute(f"REVOKE ALL ON results, quarantine FROM {READER}")
 
     for v in VIEWS:
