@@ -95,7 +95,7 @@ def _print(info: dict, as_json: bool) -> None:
 @app.command("migrate")
 @_one_line_errors
 def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revision.")) -> None:
-    """Apply migrations (default: every head)."""
+    """Apply migrations (default: the head; the history is linear)."""
     migrate.upgrade(engine.sqlalchemy_url("owner"), target)
     typer.echo(f"schema at {', '.join(migrate.current_heads())}")
 
