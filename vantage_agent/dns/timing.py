@@ -25,6 +25,10 @@ testbed client namespace: the namespace's interface counters, headers subtracted
 ``unavailable``.
 Bytes are layer-4 payload bytes; add the IP/UDP/TCP headers per packet for on-the-wire bytes
 (the view does it).
+
+``tls_version`` / ``alpn`` / ``quic_version`` are what the connection that carried the query
+negotiated, read from the library that negotiated it (``ssl``, OpenSSL under libcurl,
+aioquic); null where no library says (e.g. DoH3's QUIC version: docs/dns.md), never assumed.
 """
 
 from __future__ import annotations
