@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dns.message as dns_message
 import psycopg
 import pytest
 
@@ -174,7 +175,7 @@ def test_view_derives_durations(env, tmp_path, fresh_db):
             " total_bytes, total_packets, total_ip_bytes FROM v_dns_query ORDER BY transport, sequence"
         ).fetchall()
         warmed = c.execute("SELECT DISTINCT cache_warmed FROM v_dns_query").fetchall()
-    assert warmed == [(None,)]  # the CLI never warms the cache (a campaign unit does)
+    assert warmed == [(True,)]  # the CLI runs the kind: it warms the cache like a campaign unit
     assert len(rows) == 6
     for tr, reused, conn, hs, exch, total, mult, b, pk, ipb in rows:
         assert exch > 0 and total >= exch and mult == pytest.approx(total)
@@ -183,3 +184,103 @@ def test_view_derives_durations(env, tmp_path, fresh_db):
             assert conn is None and hs is None
         else:
             assert conn > 0 and hs > 0
+
+
+class _RecordingResolver:
+    """A Do53/UDP resolver that logs (CLOCK_MONOTONIC ns, qname) of every query it answers:
+    CLOCK_MONOTONIC is one clock for all processes of the host, so its times compare with the
+    t_start of the records the CLI subprocess writes."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.log: list[tuple[int, str]] = []
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import time
+
+        while not self._stop:
+            try:
+                data, peer = self.sock.recvfrom(4096)
+            except OSError:
+                continue
+            out = dnsfake.answer(data)
+            self.log.append((time.monotonic_ns(), str(dns_message.from_wire(data).question[0].name)))
+            if out is not None:
+                self.sock.sendto(out, peer)
+
+    def close(self):
+        self._stop = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_cli_runs_the_kind_and_warms_the_cache_before_timing(servers, tmp_path, warm):
+    # issue 12 §4: `dnscamp dns` had its own loop, without the kind's warm-up, so the first
+    # transport paid the recursion. Do53 -> a recording resolver; DoT -> the fake DoT server.
+    rec = _RecordingResolver()
+    try:
+        info = _testbed_info(servers)
+        info["resolvers"][0]["endpoints"]["do53"]["port"] = rec.port
+        (tmp_path / "info.json").write_text(json.dumps(info))
+        e = dict(os.environ, DNSCAMP_TESTBED_INFO=str(tmp_path / "info.json"), DNSCAMP_SPOOL=str(tmp_path / "spool"))
+        dot0 = servers.dot.stats.queries
+        p = dns(e, "-r", "loopback-fake", "-t", "dot", "-n", "w1.example.test", "-n", "w2.example.test", "-c", "2",
+                "--json", *([] if warm else ["--no-warm-cache"]))
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["dot"]["ok"] == 4
+        recs = [parse_line(line) for f in (tmp_path / "spool").rglob("*.jsonl") for line in f.read_text().splitlines()]
+        assert len(recs) == 4 and servers.dot.stats.queries - dot0 == 4
+        assert {b.cache_warmed for _, b in recs} == ({True} if warm else {None})
+        assert {b.engine for _, b in recs} == {"dnscamp"} and all(b.engine_version.startswith("dnscamp ") for _, b in recs)
+        if warm:
+            assert sorted(n for _, n in rec.log) == ["w1.example.test.", "w2.example.test."]
+            assert max(t for t, _ in rec.log) < min(b.t_start for _, b in recs)  # warm-up before the timed queries
+        else:
+            assert rec.log == []
+    finally:
+        rec.close()
+
+
+def test_cli_calls_the_kinds_run(servers, tmp_path, monkeypatch):
+    # the CLI and campaigns share one code path: the dns_query kind's run(), once per transport
+    from typer.testing import CliRunner
+
+    from dnscamp.cli import app
+    from vantage_agent.dns.kind import KIND
+
+    (tmp_path / "info.json").write_text(json.dumps(_testbed_info(servers)))
+    monkeypatch.setenv("DNSCAMP_TESTBED_INFO", str(tmp_path / "info.json"))
+    monkeypatch.setenv("DNSCAMP_SPOOL", str(tmp_path / "spool"))
+    calls = []
+    real = KIND.run
+
+    def spy(unit, ctx):
+        calls.append((unit.target, unit.kind, unit.params["warm_cache"]))
+        yield from real(unit, ctx)
+
+    monkeypatch.setattr(KIND, "run", spy)
+    r = CliRunner().invoke(app, ["dns", "-r", "loopback-fake", "-t", "do53,doq", "-n", "a.example.test", "--json"])
+    assert r.exit_code == 0, r.output
+    assert calls == [("loopback-fake/do53", "dns_query", True), ("loopback-fake/doq", "dns_query", True)]
+
+
+def test_cli_failure_is_a_kind_record(env, tmp_path):
+    # a unit that cannot start is the kind's setup_error record (asked parameters, null address)
+    info = json.loads(Path(env["DNSCAMP_TESTBED_INFO"]).read_text())
+    info["resolvers"][0]["endpoints"]["dot"]["tls_name"] = None
+    info["resolvers"][0]["endpoints"]["dot"]["port"] = 1  # nothing listens: connect_error records
+    Path(env["DNSCAMP_TESTBED_INFO"]).write_text(json.dumps(info))
+    p = dns(env, "-r", "loopback-fake", "-t", "dot", "-n", "a.example.test", "--timeout", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["dot"]
+    assert s["n"] == 1 and s["ok"] == 0 and s["errors"] == {"connect_error": 1}

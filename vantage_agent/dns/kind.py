@@ -11,6 +11,7 @@ Campaign spec (``[kinds.dns_query]``)::
     timeout_s = 5.0               # resolv.conf default (004_9d5842b322ef90bc.txt §2)
     attempts = 2                  # resolv.conf default (Do53/UDP)
     warm_cache = true             # resolve every name once, untimed, before timing (below)
+    engine = "dnscamp"            # or "getdns" (do53 and dot only; docs/dns-engines.md)
 
 Targets are ``<resolver>/<transport>``; the runner shuffles the matrix order, and each unit
 shuffles its names with the unit seed (the WWW'20 practice of shuffled orders).
@@ -22,7 +23,12 @@ against 1.04–1.08 for the others). Each unit therefore first resolves each of 
 over the resolver's Do53 endpoint (or, if it has none, over its own transport on a separate
 connection), untimed and unrecorded; the fidelity figures (issue 5) assume a warm cache too.
 ``cache_warmed`` in every record says whether that happened and all warm-up queries got an
-answer. ``warm_cache = false`` measures cold-cache behaviour instead.
+answer. ``warm_cache = false`` measures cold-cache behaviour instead. The warm-up always uses
+our engine (it is not measured); ``engine`` chooses who makes the timed queries.
+
+``dnscamp dns`` runs this very kind (``run`` below), one unit per transport; what a campaign
+cannot express comes in ``RunContext.extra``: ``access_rtt_ms`` (an explicit access RTT) and
+``shuffle`` (False: the names in the given order).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ class DnsQueryParams(BaseModel):
     attempts: int = Field(2, ge=1, le=10)
     doh_method: Literal["POST", "GET"] | None = None  # None: POST for doh, GET for doh3 (docs/dns.md)
     warm_cache: bool = True
+    engine: Literal["dnscamp", "getdns"] = registry.DEFAULT_ENGINE
 
     @field_validator("transports")
     @classmethod
@@ -75,6 +82,18 @@ class DnsQueryParams(BaseModel):
     def _some_names(self) -> "DnsQueryParams":
         if not self.names and not self.names_file:
             raise ValueError("give names or names_file")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> "DnsQueryParams":
+        if self.engine != registry.DEFAULT_ENGINE:
+            try:
+                registry.check_engine(self.engine, self.transports)
+            except registry.UnsupportedEngine as exc:
+                raise ValueError(f"engine: {exc}; list only those in transports") from None
+            if self.policy == "resume":
+                raise ValueError(f"engine: {self.engine!r} does not support policy 'resume' "
+                                 "(no TLS session carried between connections; use fresh or reuse)")
         return self
 
     def name_list(self, base_dir: Path | None = None) -> list[str]:
@@ -108,7 +127,8 @@ class _DnsQueryKind:
             except catalog_mod.CatalogError as exc:
                 hint = " (testbed resolvers need a testbed vantage)" if resolver.startswith("testbed-") and not ctx.testbed else ""
                 raise catalog_mod.CatalogError(f"{exc}{hint}") from None
-            qnames = runner.plan(params.name_list(Path(ctx.extra.get("campaign_dir", "."))), params.count, seed=unit.seed)
+            seed = unit.seed if ctx.extra.get("shuffle", True) else None
+            qnames = runner.plan(params.name_list(Path(ctx.extra.get("campaign_dir", "."))), params.count, seed=seed)
             policy = Policy(params.policy, params.idle_timeout_s)
             options = QueryOptions(timeout_s=params.timeout_s, attempts=params.attempts, doh_method=params.doh_method)
             warm_via, warm_endpoint = transport, endpoint
@@ -122,15 +142,22 @@ class _DnsQueryKind:
             yield make_record(unit, started_at=started, body=body, status=errors.SetupError.status,
                               error=f"dns_query set-up failed for {unit.target!r}: {exc}", env=env)
             return
-        rtt = runner.access_rtt_ms(ctx.testbed, unit.vantage.network_profile)
+        rtt = ctx.extra.get("access_rtt_ms") or runner.access_rtt_ms(ctx.testbed, unit.vantage.network_profile)
         warmed = _warm(warm_via, warm_endpoint, list(dict.fromkeys(qnames)), params, options) if params.warm_cache else None
-        client = registry.client(transport, endpoint, policy, options)
+        try:
+            client = registry.client(transport, endpoint, policy, options, engine=params.engine)
+        except errors.MeasurementError as exc:  # e.g. getdns cannot start: a record, as above
+            body = {**_setup_failure_body(unit, Path(ctx.extra.get("campaign_dir", "."))),
+                    "address": endpoint.address, "port": endpoint.port, "cache_warmed": warmed}
+            yield make_record(unit, started_at=started, body=body, status=exc.status, error=exc.message, env=env)
+            return
+        version = getattr(client, "engine_version", None)
         try:
             for i, qn in enumerate(qnames):
                 at = utcnow()
                 t = client.query(qn, params.qtype)
                 b = runner.body(t, endpoint=endpoint, policy=policy, options=options, sequence=i, access_rtt_ms=rtt,
-                                cache_warmed=warmed)
+                                cache_warmed=warmed, engine=params.engine, engine_version=version)
                 yield make_record(unit, started_at=at, body=b, status=t.status, error=t.error, env=env)
         finally:
             client.close()
@@ -158,9 +185,12 @@ def _setup_failure_body(unit: Unit, base_dir: Path) -> dict:
             "policy": params.policy if params else None,
             "idle_timeout_s": params.idle_timeout_s if params else None,
             "timeout_s": params.timeout_s if params else None,
-            "max_attempts": (params.attempts if transport == "do53" else 1) if params else None,
+            "max_attempts": (params.attempts if transport == "do53" and params.engine == registry.DEFAULT_ENGINE else 1)
+            if params else None,
             "attempts": 0, "t_start": None, "connection_reused": None, "wire_basis": "unavailable",
-            "cache_warmed": None}
+            "cache_warmed": None, "engine": params.engine if params else None,
+            "engine_version": registry.dnscamp_version() if params and params.engine == registry.DEFAULT_ENGINE else None,
+            "engine_run_time_ms": None}
 
 
 def _warm(transport: str, endpoint, names: list[str], params: DnsQueryParams, options: QueryOptions) -> bool:

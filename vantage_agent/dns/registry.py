@@ -1,6 +1,8 @@
-"""Transport name -> driver class (STYLE.md §1): the only place that knows which transports
-exist. Every driver has the same constructor ``(endpoint, policy, options)`` and the same
-``query(qname, qtype) -> DnsTiming`` / ``close()``; nothing else branches on transport names."""
+"""(engine, transport) -> driver class (STYLE.md §1): the only place that knows which engines
+and transports exist. Every driver has the same constructor ``(endpoint, policy, options)`` and
+the same ``query(qname, qtype) -> DnsTiming`` / ``close()``; nothing else branches on transport
+or engine names. Engines: ``dnscamp`` (our sockets, every transport) and ``getdns`` (libgetdns,
+Do53 and DoT only; docs/dns-engines.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,42 @@ TRANSPORTS: dict[str, tuple[str, str]] = {
 }
 
 
+# engine -> {transport: "module:Class"} for the engines other than ours (which is TRANSPORTS)
+OTHER_ENGINES: dict[str, dict[str, str]] = {
+    "getdns": {
+        "do53": "vantage_agent.dns.getdns_engine:Do53Client",
+        "dot": "vantage_agent.dns.getdns_engine:DotClient",
+    },
+}
+DEFAULT_ENGINE = "dnscamp"
+ENGINES: tuple[str, ...] = (DEFAULT_ENGINE, *OTHER_ENGINES)
+
+
 class UnknownTransport(ValueError):
     pass
+
+
+class UnsupportedEngine(ValueError):
+    pass
+
+
+def engine_transports(engine: str) -> list[str]:
+    """The transports ``engine`` can query over; ValueError naming the known engines otherwise."""
+    if engine == DEFAULT_ENGINE:
+        return list(TRANSPORTS)
+    if engine not in OTHER_ENGINES:
+        raise UnsupportedEngine(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    return list(OTHER_ENGINES[engine])
+
+
+def check_engine(engine: str, transports: list[str]) -> None:
+    """UnsupportedEngine (one line) if ``engine`` cannot query over one of ``transports``."""
+    ok = engine_transports(engine)
+    bad = [t for t in transports if t not in ok]
+    if bad:
+        raise UnsupportedEngine(
+            f"engine {engine!r} does not support transport(s) {', '.join(bad)} (it supports: {', '.join(ok)})"
+        )
 
 
 def names() -> list[str]:
@@ -37,11 +73,25 @@ def _entry(transport: str) -> tuple[str, str]:
         raise UnknownTransport(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})") from None
 
 
-def client_class(transport: str) -> Any:
-    module, _, attr = _entry(transport)[0].partition(":")
+def client_class(transport: str, engine: str = DEFAULT_ENGINE) -> Any:
+    ref = _entry(transport)[0]
+    if engine != DEFAULT_ENGINE:
+        check_engine(engine, [transport])
+        ref = OTHER_ENGINES[engine][transport]
+    module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-def client(transport: str, endpoint: Any, policy: Any = None, options: Any = None) -> Any:
-    """A ready driver for ``transport`` talking to ``endpoint``."""
-    return client_class(transport)(endpoint, policy, options)
+def client(transport: str, endpoint: Any, policy: Any = None, options: Any = None, engine: str = DEFAULT_ENGINE) -> Any:
+    """A ready driver for ``transport`` talking to ``endpoint`` through ``engine``."""
+    return client_class(transport, engine)(endpoint, policy, options)
+
+
+def dnscamp_version() -> str:
+    """Our engine's version: the installed dnscamp package (the agent never imports dnscamp/)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"dnscamp {version('dnscamp')}"
+    except PackageNotFoundError:
+        return "dnscamp (not installed)"

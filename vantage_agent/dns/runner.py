@@ -32,15 +32,18 @@ def tool_versions() -> dict[str, str]:
 
 
 def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOptions, sequence: int = 0,
-         access_rtt_ms: float | None = None, cache_warmed: bool | None = None) -> DnsQueryBody:
+         access_rtt_ms: float | None = None, cache_warmed: bool | None = None,
+         engine: str = registry.DEFAULT_ENGINE, engine_version: str | None = None) -> DnsQueryBody:
     hs, q = t.handshake, t.query
+    ours = engine == registry.DEFAULT_ENGINE
     return DnsQueryBody(
         resolver=endpoint.resolver, transport=t.transport, address=t.address, port=t.port,
         tls_name=endpoint.tls_name if t.transport not in ("do53", "do53-tcp") else None,
         url=endpoint.url if t.transport in ("doh", "doh3") else None,
         qname=t.qname, qtype=t.qtype, sequence=sequence, policy=policy.mode,
         idle_timeout_s=policy.idle_timeout_s, timeout_s=options.timeout_s,
-        max_attempts=options.attempts if t.transport == "do53" else 1,
+        # getdns: one call, its retransmissions neither configurable nor reported (dns-engines.md)
+        max_attempts=options.attempts if (t.transport == "do53" and ours) else 1,
         attempts=t.attempts, t_start=t.t_start, t_connected=t.t_connected, t_tls_done=t.t_tls_done,
         t_query_sent=t.t_query_sent, t_response=t.t_response, connection_reused=t.connection_reused,
         resumed=t.resumed, early_data=t.early_data, tls_version=t.tls_version, alpn=t.alpn,
@@ -53,6 +56,8 @@ def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOpti
         query_bytes_sent=q.bytes_sent if q else None, query_bytes_received=q.bytes_received if q else None,
         query_packets_sent=q.packets_sent if q else None, query_packets_received=q.packets_received if q else None,
         access_rtt_ms=access_rtt_ms, cache_warmed=cache_warmed,
+        engine=engine, engine_version=engine_version or (registry.dnscamp_version() if ours else None),
+        engine_run_time_ms=dict(t.details).get("engine_run_time_ms"),
     )
 
 
@@ -105,17 +110,30 @@ def summarize(timings: list[DnsTiming], access_rtt_ms: float | None = None) -> S
     """Percentiles of the resolution time ``total = t_response - t_start`` of successful
     queries (handshakes included: the "exchange time" of 000_6647a8606a2226e0.txt §V-B), and
     its median in multiples of the access RTT when that is known."""
-    ok = [t for t in timings if t.ok and t.t_response is not None]
-    totals = [(t.t_response - t.t_start) / 1e6 for t in ok]
-    exch = [(t.t_response - t.t_query_sent) / 1e6 for t in ok if t.t_query_sent is not None]
+    return _summary([(t.status, t.t_start, t.t_query_sent, t.t_response) for t in timings], access_rtt_ms)
+
+
+def summarize_records(records: list[Any]) -> Summary:
+    """``summarize`` over dns_query records (envelopes): what ``dnscamp dns`` prints, from the
+    records it wrote; the access RTT is the one the records carry."""
+    bodies = [r.body if isinstance(r.body, dict) else r.body.model_dump() for r in records]
+    rows = [(r.status, b.get("t_start"), b.get("t_query_sent"), b.get("t_response")) for r, b in zip(records, bodies)]
+    rtt = next((b["access_rtt_ms"] for b in bodies if b.get("access_rtt_ms")), None)
+    return _summary(rows, rtt)
+
+
+def _summary(rows: list[tuple[str, int | None, int | None, int | None]], access_rtt_ms: float | None) -> Summary:
+    ok = [(s, q, r) for st, s, q, r in rows if st == "ok" and r is not None and s is not None]
+    totals = [(r - s) / 1e6 for s, _, r in ok]
+    exch = [(r - q) / 1e6 for _, q, r in ok if q is not None]
     errs: dict[str, int] = {}
-    for t in timings:
-        if not t.ok:
-            errs[t.status] = errs.get(t.status, 0) + 1
+    for st, *_ in rows:
+        if st != "ok":
+            errs[st] = errs.get(st, 0) + 1
     mult = None
     if access_rtt_ms and totals:
         mult = percentile([x / access_rtt_ms for x in totals], 50)
-    return Summary(len(timings), len(ok), percentile(totals, 50), percentile(totals, 90), percentile(totals, 99),
+    return Summary(len(rows), len(ok), percentile(totals, 50), percentile(totals, 90), percentile(totals, 99),
                    mult, percentile(exch, 50), errs)
 
 

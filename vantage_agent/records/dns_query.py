@@ -74,6 +74,19 @@ class DnsQueryBody(Frozen):
         "(warm_cache); null when not asked (CLI, warm_cache = false).",
     )
 
+    # Which engine made the query (docs/dns-engines.md). Null only in records written before
+    # the field existed or for a unit whose parameters were invalid.
+    engine: Literal["dnscamp", "getdns"] | None = Field(
+        None, description="Query engine: dnscamp (our sockets) or getdns (libgetdns via its Python binding)."
+    )
+    engine_version: str | None = Field(
+        None, description="dnscamp: the package version; getdns: binding and library versions."
+    )
+    engine_run_time_ms: Count | None = Field(
+        None, description="getdns's own timing of the call (call_reporting 'run_time/ms', whole ms); "
+        "null for the dnscamp engine and when getdns reported none.",
+    )
+
     @model_validator(mode="after")
     def _phases(self) -> "DnsQueryBody":
         for name in ("t_connected", "t_tls_done", "t_query_sent", "t_response"):
