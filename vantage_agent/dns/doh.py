@@ -39,7 +39,6 @@ import socket
 from urllib.parse import urlsplit
 
 import pycurl
-import pycurl._pycurl
 
 from vantage_agent import errors
 
@@ -85,7 +84,8 @@ class _TlsInfo:
     def __init__(self) -> None:
         vp = ctypes.c_void_p
         try:
-            lib = ctypes.CDLL(pycurl._pycurl.__file__)
+            # the compiled module (pycurl >= 7.46 is a package around ``_pycurl``)
+            lib = ctypes.CDLL(getattr(pycurl, "_pycurl", pycurl).__file__)
             self._getinfo = lib.curl_easy_getinfo
             self._version, self._alpn = lib.SSL_get_version, lib.SSL_get0_alpn_selected
             self._reused, self._early = lib.SSL_session_reused, lib.SSL_get_early_data_status
