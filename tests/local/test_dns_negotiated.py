@@ -227,5 +227,21 @@ def test_no_engine_reads_libcurls_verbose_text():
 
 
 @pytest.mark.unit
+def test_libcurl_handle_is_found_in_this_pycurl():
+    """The ctypes path to the connection's SSL* (doh._TlsInfo) depends on pycurl's object
+    layout; a pycurl that moves the handle must fail here, not record nulls silently."""
+    import pycurl
+
+    from vantage_agent.dns import doh
+
+    h = pycurl.Curl()
+    try:
+        assert doh._tls().ok and doh._tls().handle(h) is not None
+        assert doh._tls().read(doh._tls().handle(h)) == (None, None, None, None)  # no connection yet
+    finally:
+        h.close()
+
+
+@pytest.mark.unit
 def test_quic_version_names():
     assert [quic_version_name(v) for v in (1, 0x6B3343CF, 0xFF00001D, None)] == ["1", "2", "0xff00001d", None]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import functools
 import socket
 from urllib.parse import urlsplit
 
@@ -127,14 +128,7 @@ class _TlsInfo:
                 self._early(ssl) == self.EARLY_DATA_ACCEPTED)
 
 
-_tls_info: _TlsInfo | None = None
-
-
-def _tls() -> _TlsInfo:
-    global _tls_info
-    if _tls_info is None:
-        _tls_info = _TlsInfo()
-    return _tls_info
+_tls = functools.cache(_TlsInfo)  # one per process, built at the first handle
 
 
 class Client:
