@@ -91,6 +91,8 @@ def dns_command(
         field = {"engine": "--engine", "timeout_s": "--timeout", "attempts": "--attempts", "count": "--count",
                  "doh_method": "--doh-method", "idle_timeout_s": "--idle-timeout"}.get(str(err["loc"][0]) if err["loc"] else "")
         msg = err["msg"].removeprefix("Value error, ")
+        if msg.startswith("engine: "):  # the model's cross-field check names its field first
+            field, msg = "--engine", msg.removeprefix("engine: ")
         die(f"{field or 'dnscamp dns'}: {msg}")
 
     info = None

@@ -5,8 +5,9 @@ What it records: ``t_start`` / ``t_response`` are our CLOCK_MONOTONIC stamps rig
 right after the synchronous ``Context.general()`` call; getdns's own timing of the call is
 ``engine_run_time_ms`` (call_reporting ``run_time/ms``, whole ms). getdns exposes no connect /
 handshake / send time, no bytes or packets, no ALPN and no resumption flag: those fields are
-null (``wire_basis`` ``unavailable``), never estimated. The answer is the reply's wire format
-(``replies_full``) parsed by the same code as our engine's, so rcode / answers / size compare.
+null (``wire_basis`` ``unavailable``), never estimated; so is ``response_size`` (see
+``_parsed_from_tree``). rcode and answers are written in our engine's presentation format.
+getdns drops an undecodable reply and waits: a malformed response is a ``timeout`` here.
 
 Connection policy: ``fresh`` = a new getdns context per query (nothing carried over: no
 connection, no TLS session); ``reuse`` = one context with getdns's ``idle_timeout`` set, and a
@@ -222,22 +223,49 @@ class _Worker:
                            tls_version=rep.get("tls_version") if cfg["transport"] == "dot" else None)
         if not self.policy.keeps_connection:
             self.ctx = None
-        full = r.replies_full or []
-        if r.status == g.RESPSTATUS_ALL_TIMEOUT or not full:
+        tree = r.replies_tree or []
+        if r.status == g.RESPSTATUS_ALL_TIMEOUT or not tree:
             status = errors.Timeout if r.status == g.RESPSTATUS_ALL_TIMEOUT else errors.Other
             return res.replace(status=status.status,
                                error=f"getdns status {r.status}: no response within {cfg['timeout_s']:g} s"
                                if status is errors.Timeout else f"getdns status {r.status} without a reply")
         res = res.replace(t_response=t_end)
         try:
-            parsed = c.parse_response(bytes(full[0]), q, check_id=False)  # getdns chose its own id
-        except errors.MeasurementError as exc:
-            return res.replace(status=exc.status, error=exc.message)
-        res = res.replace(rcode=parsed.rcode, answers=parsed.answers, response_size=parsed.size)
+            parsed = _parsed_from_tree(tree[0])
+        except (KeyError, TypeError, ValueError) as exc:
+            return res.replace(status=errors.MalformedResponse.status, error=f"getdns reply not understood: {exc}")
+        res = res.replace(rcode=parsed.rcode, answers=parsed.answers)
         err = c.rcode_error(parsed)
         if err is not None:
             res = res.replace(status=err.status, error=err.message)
         return res
+
+
+def _parsed_from_tree(reply: dict[str, Any]) -> c.Parsed:
+    """rcode and answers (the presentation text our engine records) from getdns's reply dict.
+    Not from ``replies_full``: this binding turns wire data that happens to look like a domain
+    name into a string ("ErrorLABELTYPE80IsUnknown"), depending on the random query id. The
+    reply's size is therefore not known (``response_size`` null)."""
+    import dns.ipv6
+    import dns.rcode
+    import dns.rdata
+    import dns.rdataclass
+    import dns.rdatatype
+
+    answers = []
+    for rr in reply.get("answer", []):
+        rtype, rd = rr["type"], rr["rdata"]
+        if rtype == 1:
+            text = ".".join(str(b) for b in bytes(rd["ipv4_address"]))
+        elif rtype == 28:
+            text = dns.ipv6.inet_ntoa(bytes(rd["ipv6_address"]))
+        elif isinstance(rd.get("rdata_raw"), str):  # a name, already made text by the binding
+            text = rd["rdata_raw"]
+        else:
+            raw = bytes(rd["rdata_raw"])
+            text = dns.rdata.from_wire(dns.rdataclass.IN, rtype, raw, 0, len(raw)).to_text()
+        answers.append(f"{rr['name']} {dns.rdatatype.to_text(rtype)} {text}")
+    return c.Parsed(rcode=dns.rcode.to_text(reply["header"]["rcode"]), answers=tuple(answers), size=0, truncated=False)
 
 
 def _worker_main(cfg_json: str) -> int:
