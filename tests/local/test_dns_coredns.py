@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require
+
 from vantage_agent.dns import registry
 from vantage_agent.dns._common import QueryOptions
 from vantage_agent.dns.policy import Policy
@@ -20,8 +22,7 @@ from _dns_coredns import COREDNS, LocalCoreDNS  # noqa: E402
 
 @pytest.fixture(scope="module")
 def coredns(tmp_path_factory):
-    if not COREDNS.exists():
-        pytest.skip(f"CoreDNS binary missing: {COREDNS} (built by install/40-testbed-servers.sh)")
+    require(COREDNS.name, "install/40-testbed-servers.sh")
     s = LocalCoreDNS(tmp_path_factory.mktemp("coredns"))
     yield s
     s.close()

@@ -1,12 +1,13 @@
 """HTTP version control: h2 keeps QUIC off, h3 forces HTTP/3 for the page's origin. A real
 Caddy (the testbed's web server) serves h1/h2/h3 on loopback with the session's CA."""
 
-import shutil
 import socket
 import subprocess
 import time
 
 import pytest
+
+from tests.tools import require
 
 from tests.scaffolding import localsite
 from vantage_agent.pageload import dnsmode, har, registry
@@ -17,8 +18,8 @@ pytestmark = pytest.mark.local
 
 @pytest.fixture(scope="module")
 def caddy_site(tmp_path_factory):
-    if not shutil.which("caddy") or not shutil.which("chromedriver"):
-        pytest.skip("caddy or chromedriver missing (install/40-testbed-servers.sh, install/50-browsers.sh)")
+    require("caddy", "install/40-testbed-servers.sh")
+    require("chromedriver", "install/50-browsers.sh")
     wd = tmp_path_factory.mktemp("h3")
     site = localsite.LocalSite.start(wd / "site")
     s = socket.socket()

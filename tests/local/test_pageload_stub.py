@@ -12,6 +12,7 @@ import dns.message
 import dns.query
 import pytest
 
+from tests.tools import require
 from tests.scaffolding import localsite
 from vantage_agent.kind import Unit
 from vantage_agent.pageload import dnsmode, stub
@@ -27,8 +28,7 @@ COREDNS = bin_dir() / "coredns-1.15.0"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    if not COREDNS.exists():
-        pytest.skip(f"{COREDNS} missing (install/40-testbed-servers.sh builds it)")
+    require(COREDNS.name, "install/40-testbed-servers.sh")
     wd = tmp_path_factory.mktemp("stubworld")
     site = localsite.LocalSite.start(wd / "site")
     ip = dnsmode.free_loopback()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require
+
 from tests.testbed.conftest import ROOT
 
 pytestmark = pytest.mark.testbed
@@ -60,10 +62,7 @@ def _page(svc):
 
 
 def _chromium() -> str:
-    for exe in ("chromium", "chromium-browser"):
-        if shutil.which(exe):
-            return shutil.which(exe)
-    pytest.skip("chromium not installed: install/50-browsers.sh (page-load engine) installs it")
+    return require("chromium", "install/50-browsers.sh")
 
 
 def test_chromium_loads_a_multi_host_page(testbed):
@@ -91,14 +90,8 @@ def test_firefox_loads_a_multi_host_page(testbed):
 
     svc = info.describe(testbed.run_dir)
     url, deepest = _page(svc)
-    ff = shutil.which("firefox-esr") or shutil.which("firefox")
-    if ff is None:
-        pytest.skip("firefox-esr not installed: install/50-browsers.sh (page-load engine) installs it")
-    from vantage_agent.paths import bin_dir
-
-    gd = bin_dir() / "geckodriver"
-    if not gd.exists():
-        pytest.skip(f"geckodriver not at {gd}: install/50-browsers.sh (page-load engine) builds it")
+    ff = require("firefox-esr", "install/50-browsers.sh")
+    gd = require("geckodriver", "install/50-browsers.sh")
     p = testbed.exec(testbed.client_ns("fiber"), [sys.executable, "-c", FF_SCRIPT, svc["ca_file"], url, ff, str(gd),
                                                    ",".join(deepest)], timeout=150, cwd=ROOT,
                      env={**os.environ, "PYTHONPATH": str(ROOT)})
