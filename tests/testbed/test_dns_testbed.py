@@ -1,8 +1,9 @@
 """The DNS engine on the testbed (issue 5): every transport and policy from dc-client-<profile>
 to the ISP resolver's CoreDNS frontend (through the emulated access link), the connection
 policy proven on the server side (the frontend's query log carries the client's source port:
-one port = one connection), RTT multiples near the expected round-trip counts, and the
-``--testbed-client`` re-exec."""
+one port = one connection), RTT multiples near the expected round-trip counts, ``dnscamp dns
+--testbed-client`` running the dns_query kind in an agent inside the namespace (warm-up
+included), and the getdns engine on the emulated link."""
 
 from __future__ import annotations
 
@@ -120,3 +121,36 @@ def test_doh3_bytes_counted_from_the_namespace_interfaces(warm, tmp_path):
         assert b["handshake_bytes_received"] > 0 and b["handshake_packets_received"] >= 1, b
         assert b["query_bytes_sent"] > 0 and b["query_bytes_received"] > 0, b
         assert b["query_packets_received"] >= 1, b
+
+
+def test_cli_runs_the_kind_in_the_namespace_with_warm_cache(warm, tmp_path):
+    # issue 12 §4: `dnscamp dns --testbed-client` runs the dns_query kind in an agent inside the
+    # client namespace, warm-up included (each name resolved once over Do53 before timing)
+    qname = f"warm-{int(time.time() * 1000)}.single.test"  # unique: cold at the resolver
+    log = frontend_log(warm)
+    offset = log.stat().st_size
+    p = dnscamp("dns", "--testbed-client", "fiber", "-r", "testbed-isp", "-t", "dot", "-n", qname, "--count", "2",
+                "--json", env={"DNSCAMP_SPOOL": str(tmp_path)})
+    assert json.loads(p.stdout)["dot"]["ok"] == 2
+    bodies = [json.loads(line)["body"] for f in tmp_path.rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(bodies) == 2 and {b["cache_warmed"] for b in bodies} == {True}
+    time.sleep(0.5)
+    text = log.read_text(errors="replace")[offset:]
+    assert len([ln for ln in text.splitlines() if qname in ln]) == 3, text[-2000:]  # 1 warm-up + 2 timed
+
+
+@pytest.mark.parametrize("profile", ["fiber", "4g"])
+def test_getdns_engine_from_the_client_namespace(warm, profile, tmp_path):
+    # issue 12 §6: the getdns engine (Do53, DoT) on the emulated link: one round trip per query
+    # once connected, the engine and libgetdns version in every record
+    p = dnscamp("dns", "--testbed-client", profile, "-r", "testbed-isp", "-t", "do53,dot", "-n", NAME, "--count", "5",
+                "--engine", "getdns", "--json", env={"DNSCAMP_SPOOL": str(tmp_path)})
+    out = json.loads(p.stdout)
+    for t in ("do53", "dot"):
+        assert out[t]["ok"] == 5, out
+        assert 0.9 <= out[t]["rtt_multiple_p50"] <= 1.8, (t, out[t])  # reuse: only the first DoT query connects
+    bodies = [json.loads(line)["body"] for f in tmp_path.rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(bodies) == 10 and {b["engine"] for b in bodies} == {"getdns"}
+    assert all("libgetdns" in b["engine_version"] and isinstance(b["engine_run_time_ms"], int) for b in bodies)
+    dot = sorted((b for b in bodies if b["transport"] == "dot"), key=lambda b: b["sequence"])
+    assert [b["connection_reused"] for b in dot] == [False, True, True, True, True]
