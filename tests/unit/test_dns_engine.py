@@ -414,3 +414,43 @@ def test_setup_failure_with_invalid_params_records_nulls(tmp_path):
     b = DnsQueryBody.model_validate(rec.body)
     assert rec.status == "setup_error"
     assert (b.transport, b.policy, b.timeout_s, b.qname, b.qtype, b.address) == (None, None, None, None, None, None)
+
+
+# -- engines (issue 12 §6) and the CLI's summary from records (§4) ---------------------------------
+def test_body_records_the_engine():
+    ep = c.Endpoint("do53", "10.53.1.1", 53, resolver="testbed-isp")
+    ours = runner.body(_timing(transport="do53", t_connected=None, t_tls_done=None, handshake=None, attempts=2),
+                       endpoint=ep, policy=Policy("fresh"), options=c.QueryOptions())
+    assert ours.engine == "dnscamp" and ours.engine_version == registry.dnscamp_version() and ours.engine_run_time_ms is None
+    assert ours.max_attempts == 2
+    g = runner.body(_timing(transport="do53", t_connected=None, t_tls_done=None, handshake=None,
+                            details=(("engine_run_time_ms", 12),)),
+                    endpoint=ep, policy=Policy("fresh"), options=c.QueryOptions(), engine="getdns",
+                    engine_version="getdns-python v1.0.0b; libgetdns 1.6.0")
+    assert (g.engine, g.engine_run_time_ms, g.max_attempts) == ("getdns", 12, 1)  # one getdns call, no retry count
+    with pytest.raises(ValidationError):
+        DnsQueryBody.model_validate({**g.model_dump(), "engine": "bind"})
+
+
+def test_registry_engines():
+    assert registry.ENGINES == ("dnscamp", "getdns")
+    assert registry.engine_transports("getdns") == ["do53", "dot"]
+    assert registry.engine_transports("dnscamp") == registry.names()
+    registry.check_engine("getdns", ["dot", "do53"])
+    with pytest.raises(registry.UnsupportedEngine, match=r"transport\(s\) doq, doh"):
+        registry.check_engine("getdns", ["doq", "dot", "doh"])
+
+
+def test_summary_from_records_equals_summary_from_timings():
+    from vantage_agent.kind import Unit, make_record, utcnow
+    from vantage_agent.records import Vantage
+
+    ts = [_timing(t_start=0, t_response=ms * 1_000_000, t_query_sent=0, t_connected=None, t_tls_done=None) for ms in (10, 20, 30)]
+    ts.append(_timing(status="timeout", error="timed out", t_response=None, t_connected=None, t_tls_done=None, t_query_sent=None))
+    ep = c.Endpoint("dot", "10.53.1.1", 853, tls_name="isp-resolver.test", resolver="testbed-isp")
+    unit = Unit(id="u", campaign="c", run="r", kind="dns_query", vantage=Vantage(id="v", provider="local"),
+                target="testbed-isp/dot", repetition=0, params={}, seed=0)
+    recs = [make_record(unit, started_at=utcnow(), status=t.status, error=t.error,
+                        body=runner.body(t, endpoint=ep, policy=Policy("fresh"), options=c.QueryOptions(), access_rtt_ms=10.0))
+            for t in ts]
+    assert runner.summarize_records(recs) == runner.summarize(ts, access_rtt_ms=10.0)
