@@ -62,7 +62,7 @@ def dns_command(
     --json prints {"<transport>": {"n", "ok", "p50_ms", "p90_ms", "p99_ms", "rtt_multiple_p50", ...}}."""
     from pydantic import ValidationError
 
-    from vantage_agent.dns import catalog, names as names_mod, registry, runner
+    from vantage_agent.dns import catalog, names as names_mod, registry
     from vantage_agent.dns.kind import DnsQueryParams
     from vantage_agent.dns.policy import Policy
 
