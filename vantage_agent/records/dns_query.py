@@ -71,7 +71,7 @@ class DnsQueryBody(Frozen):
     cache_warmed: bool | None = Field(
         None,
         description="The unit first resolved each of its names once, untimed, at the same resolver "
-        "(warm_cache); null when not asked (CLI, warm_cache = false).",
+        "(warm_cache); null when not asked (warm_cache = false; `dnscamp dns --no-warm-cache`).",
     )
 
     # Which engine made the query (docs/dns-engines.md). Null only in records written before
