@@ -229,6 +229,26 @@ def test_catalog_resolv_conf_and_testbed(tmp_path):
         catalog.testbed_resolvers({"resolvers": [{"name": "b", "endpoints": {"doh": {"address": "1.2.3.4"}}}]})
 
 
+def test_catalog_reads_what_the_testbed_describes(tmp_path):
+    """The producer's own description (testbed.services), not a hand-typed copy: every
+    endpoint the testbed plans reaches the agent's catalog unchanged."""
+    from testbed.services import frontends, resolvers, resolvers_description
+
+    desc = {"services": {"resolvers": resolvers_description(tmp_path), "ca_file": "/tb/ca.pem"}}
+    cat = catalog.Catalog.load(testbed=desc, resolv_conf=tmp_path / "absent")
+    assert resolvers.RESOLVERS
+    for r in resolvers.RESOLVERS:
+        planned = frontends.endpoints(r)
+        for transport, want in planned["endpoints"].items():
+            if transport not in catalog.TRANSPORT_KEYS:
+                continue
+            ep = cat.endpoint(planned["name"], transport)
+            assert (ep.address, ep.port) == (want["address"], want["port"]), (r.key, transport)
+            assert ep.tls_name == want.get("tls_name") or transport.startswith("do53"), (r.key, transport)
+            if transport.startswith("doh"):
+                assert ep.url == want["url"] and ep.ca_file == "/tb/ca.pem"
+
+
 def test_names_from_text_and_har(tmp_path):
     f = tmp_path / "n.txt"
     f.write_text("# top sites\nExample.com\nexample.com.\n\nwww.site1.test  # comment\n")

@@ -44,9 +44,16 @@ class DnsQueryBody(Frozen):
     connection_reused: bool | None = Field(description="The query used an already open connection; null if no query was made.")
     resumed: bool | None = Field(None, description="New connection resumed a TLS session (PSK); null if no new TLS connection.")
     early_data: bool | None = Field(None, description="Query sent (and accepted) as QUIC/TLS 0-RTT early data.")
-    tls_version: str | None = None
-    alpn: str | None = None
-    quic_version: str | None = None
+    tls_version: str | None = Field(
+        None, description="TLS version the connection negotiated (e.g. TLSv1.3), read from the TLS library (ssl; "
+        "OpenSSL under libcurl; DoQ: TLSv1.3 once the handshake completed, aioquic offers no other); null without "
+        "TLS or if the library gave none (docs/dns.md, Negotiated parameters).")
+    alpn: str | None = Field(
+        None, description="ALPN protocol the server selected, read from the TLS/QUIC library; null if none was "
+        "negotiated or it could not be read.")
+    quic_version: str | None = Field(
+        None, description="QUIC version of the connection: '1', '2' or 0x-hex, read from aioquic (DoQ); null for "
+        "DoH3 (libcurl exposes no getter, docs/dns.md) and non-QUIC transports.")
     http_version: str | None = Field(None, description="'2' or '3' for DoH/DoH3.")
     http_method: Literal["GET", "POST"] | None = None
     http_status: Count | None = None
