@@ -1,0 +1,97 @@
+# The campaign's results bucket: agents PutObject results/<campaign>/<vantage>/... and
+# status/<vantage>.json into it; `fleet apply` uploads dist/ (wheel, lock); nothing is public.
+
+resource "aws_s3_bucket" "results" {
+  #checkov:skip=CKV_AWS_18:server access logs need a second bucket per campaign; CloudTrail data events cover audits when wanted
+  #checkov:skip=CKV_AWS_144:cross-region replication doubles storage for measurement data that can be re-run
+  #checkov:skip=CKV2_AWS_62:nothing consumes event notifications: `fleet status` and ingest list the prefixes
+  #checkov:skip=CKV_AWS_145:SSE-S3 (AES-256) instead of KMS: agents need no kms:GenerateDataKey right and there is no per-request KMS charge; the data is measurements, not secrets
+  bucket        = var.bucket_name
+  force_destroy = var.force_destroy
+}
+
+resource "aws_s3_bucket_ownership_controls" "results" {
+  bucket = aws_s3_bucket.results.id
+  rule {
+    object_ownership = "BucketOwnerEnforced" # ACLs off: the bucket policy and IAM decide alone
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "results" {
+  bucket                  = aws_s3_bucket.results.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_versioning" "results" {
+  bucket = aws_s3_bucket.results.id
+  versioning_configuration {
+    status = "Enabled" # an agent overwriting a result by mistake leaves the old version
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "results" {
+  bucket = aws_s3_bucket.results.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm = "AES256"
+    }
+  }
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "results" {
+  bucket = aws_s3_bucket.results.id
+
+  rule {
+    id     = "colder-after-${var.transition_days}-days"
+    status = "Enabled"
+    filter {} # the whole bucket
+
+    transition {
+      days          = var.transition_days
+      storage_class = var.transition_storage_class
+    }
+
+    noncurrent_version_transition {
+      noncurrent_days = var.transition_days
+      storage_class   = var.transition_storage_class
+    }
+
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 7
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.results]
+}
+
+data "aws_iam_policy_document" "tls_only" {
+  statement {
+    sid     = "DenyInsecureTransport"
+    effect  = "Deny"
+    actions = ["s3:*"]
+    resources = [
+      aws_s3_bucket.results.arn,
+      "${aws_s3_bucket.results.arn}/*",
+    ]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "tls_only" {
+  bucket = aws_s3_bucket.results.id
+  policy = data.aws_iam_policy_document.tls_only.json
+
+  # a policy put before the public access block exists can be refused as "public" by S3
+  depends_on = [aws_s3_bucket_public_access_block.results]
+}

@@ -1,0 +1,37 @@
+variable "bucket_name" {
+  description = "Name of the results bucket (globally unique)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.bucket_name)) && !can(regex("\\.\\.|^\\d+\\.\\d+\\.\\d+\\.\\d+$", var.bucket_name))
+    error_message = "bucket_name must be an S3 bucket name: 3-63 characters of a-z, 0-9, '.', '-', not an IP address, no '..'."
+  }
+}
+
+variable "transition_days" {
+  description = "Days after which objects (current and noncurrent versions) move to transition_storage_class."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.transition_days >= 1 && floor(var.transition_days) == var.transition_days
+    error_message = "transition_days must be a whole number >= 1."
+  }
+}
+
+variable "transition_storage_class" {
+  description = "The colder storage class objects move to after transition_days."
+  type        = string
+  default     = "GLACIER_IR"
+
+  validation {
+    condition     = contains(["STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"], var.transition_storage_class)
+    error_message = "transition_storage_class must be one of STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE."
+  }
+}
+
+variable "force_destroy" {
+  description = "Let `destroy` delete a bucket that still holds objects (results are lost): for throwaway campaigns and tests."
+  type        = bool
+  default     = false
+}
