@@ -1,9 +1,12 @@
 """Campaign specs (TOML), validated by pydantic.
 
     [campaign]            name, seed, repetitions, description
-    [[vantages]]          id, provider ("testbed" | "local" | "ec2" ...), region, network_profiles
+    [[vantages]]          id, provider ("testbed" | "local" | "ec2" ...), region, network_profiles;
+                          ec2 vantages also: regions, instance_type, instance_count, ssh_cidr
     [profiles.<name>]     extra access-network profiles for the testbed (same keys as testbed/profiles.toml)
     [kinds.<kind>]        one table per measurement kind: its targets and parameters
+    [fleet]               where ec2 vantages put their results and what the bill assumes (docs/fleet.md)
+    [atlas]               a live RIPE Atlas campaign (the schema of atlas/spec.py, docs/atlas.md)
 
 Errors name the file, the field path and the reason, one line each.
 """
@@ -12,13 +15,14 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import ipaddress
 import math
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dnscamp import kinds as kind_registry
 
@@ -45,12 +49,25 @@ class CampaignSection(BaseModel):
     repetitions: int = Field(1, ge=1, le=100_000)
 
 
+# AWS names: a region like "eu-central-1" / "us-gov-west-1", an instance type like "m5.2xlarge".
+AWS_REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+INSTANCE_TYPE = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
+EC2_FIELDS = ("regions", "instance_type", "instance_count", "ssh_cidr")
+EC2_DEFAULT_INSTANCE_TYPE = "t3.medium"  # infra/modules/vantage's default
+
+
 class VantageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     provider: str = Field("local", min_length=1)
     region: str | None = None
     network_profiles: list[str | None] = Field(default_factory=lambda: [None])
+    # provider = "ec2" only (`dnscamp fleet`): instances of one vantage in each of its regions
+    regions: list[str] | None = Field(None, min_length=1, description="ec2: several regions (instead of region).")
+    instance_type: str | None = Field(None, pattern=INSTANCE_TYPE, description="ec2: e.g. 'm5.2xlarge' (default t3.medium).")
+    instance_count: int | None = Field(None, ge=1, le=50, description="ec2: instances per region (default 1).")
+    ssh_cidr: str | None = Field(None, description="ec2: operator network allowed to SSH in (default: no SSH).")
+
 
     @field_validator("network_profiles")
     @classmethod
@@ -61,6 +78,99 @@ class VantageSpec(BaseModel):
             raise ValueError("duplicate network profile")
         return v
 
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, v: list[str] | None) -> list[str] | None:
+        for r in v or ():
+            if not re.match(AWS_REGION, r):
+                raise ValueError(f"{r!r} is not an AWS region name (like 'eu-central-1')")
+        if v and len(set(v)) != len(v):
+            raise ValueError("duplicate region")
+        return v
+
+    @field_validator("ssh_cidr")
+    @classmethod
+    def _cidr(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                net = ipaddress.ip_network(v, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"not a network in CIDR notation ({exc})") from None
+            if net.prefixlen == 0:
+                raise ValueError(f"{v} opens SSH to the whole Internet: give the operator's own network")
+            v = str(net)
+        return v
+
+    @model_validator(mode="after")
+    def _ec2(self) -> "VantageSpec":
+        if self.provider != "ec2":
+            given = [f for f in EC2_FIELDS if getattr(self, f) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for provider = 'ec2' (this vantage is {self.provider!r})")
+            return self
+        if (self.region is None) == (self.regions is None):
+            raise ValueError("an ec2 vantage needs exactly one of region or regions")
+        if self.region is not None and not re.match(AWS_REGION, self.region):
+            raise ValueError(f"region: {self.region!r} is not an AWS region name (like 'eu-central-1')")
+        if len(self.network_profiles) != 1:
+            # one instance per network condition, as 002_6fa4cf280535d36b.txt §3.2.4 dedicates one
+            raise ValueError("network_profiles: an ec2 vantage has one network profile (its instances apply it); "
+                             "make one vantage per profile")
+        return self
+
+    @property
+    def all_regions(self) -> list[str]:
+        """The regions of an ec2 vantage (region or regions); [] for the other providers."""
+        if self.provider != "ec2":
+            return []
+        return list(self.regions or [self.region])  # type: ignore[list-item]
+
+
+S3_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+class FleetSection(BaseModel):
+    """``[fleet]``: the cloud side of a campaign with ec2 vantages (`dnscamp fleet`, docs/fleet.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    results_bucket: str = Field(pattern=S3_BUCKET, description="S3 bucket the agents upload to (globally unique).")
+    home_region: str = Field(pattern=AWS_REGION, description="Region of the bucket (and of the whoami server).")
+    transition_days: int = Field(30, ge=1, le=3650, description="Days before results move to a colder class.")
+    whoami_zone: str | None = Field(None, description="Run the authoritative whoami server for this zone (Atlas discovery).")
+    whoami_instance_type: str = Field("t3.micro", pattern=INSTANCE_TYPE)
+    ami_ids: dict[str, str] = Field(default_factory=dict, description=(
+        "Pin the image per region (region -> ami-id); default: the newest official Debian 12 (data source)."))
+    # For the bill only (`dnscamp fleet cost`): how long the fleet runs and what one instance does a day.
+    days: float = Field(1.0, gt=0, le=3650, description="How long the fleet runs, in days (for the bill).")
+    upload_mib_per_day: float = Field(50.0, ge=0, description="Results one instance uploads a day, MiB (for the bill).")
+    uploads_per_day: int = Field(96, ge=0, description="PutObject requests of one instance a day (for the bill).")
+    egress_gib_per_day: float = Field(2.0, ge=0, description="Traffic out of one instance a day, GiB (for the bill).")
+
+    @field_validator("results_bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        # S3's naming rules beyond the pattern (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)
+        if ".." in v or re.match(r"^\d+\.\d+\.\d+\.\d+$", v) or v.startswith("xn--") or v.endswith("-s3alias"):
+            raise ValueError(f"{v!r} is not a valid S3 bucket name (no '..', IP-like names, 'xn--' or '-s3alias')")
+        return v
+
+    @field_validator("ami_ids")
+    @classmethod
+    def _amis(cls, v: dict[str, str]) -> dict[str, str]:
+        for region, ami in v.items():
+            if not re.match(AWS_REGION, region):
+                raise ValueError(f"{region!r} is not an AWS region name (like 'eu-central-1')")
+            if not re.match(r"^ami-[0-9a-f]{8,17}$", ami):
+                raise ValueError(f"{region}: {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
+        return v
+
+    @field_validator("whoami_zone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\.?$", v.lower()):
+            raise ValueError(f"{v!r} is not a domain name")
+        return v
+
 
 class CampaignSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -68,6 +178,8 @@ class CampaignSpec(BaseModel):
     vantages: list[VantageSpec] = Field(min_length=1)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     kinds: dict[str, dict[str, Any]] = Field(min_length=1)
+    fleet: FleetSection | None = None
+    atlas: dict[str, Any] | None = None  # checked by atlas.spec's own schema in load(); see atlas_spec
 
     # Filled by load(): validated params per kind, and where the spec came from.
     _params: dict[str, BaseModel] = {}
@@ -85,6 +197,16 @@ class CampaignSpec(BaseModel):
     @property
     def sha256(self) -> str:
         return self._sha256
+
+    @property
+    def atlas_spec(self):
+        """The ``[atlas]`` section as an atlas.spec.AtlasSpec (validated by load()), or None."""
+        from atlas.spec import parse_spec
+
+        return parse_spec(self.atlas, where="atlas") if self.atlas is not None else None
+
+    def ec2_vantages(self) -> list[VantageSpec]:
+        return [v for v in self.vantages if v.provider == "ec2"]
 
     def testbed_profiles(self) -> list[str]:
         out: list[str] = []
@@ -215,6 +337,7 @@ def _loads(data: str | bytes, source: str) -> CampaignSpec:
             except ValidationError as exc:
                 problems.extend(_validation(("kinds", name), exc))
     problems.extend(_check_vantages(raw))
+    problems.extend(_check_fleet(raw))
     if problems:
         lines = sorted(problems, key=lambda p: _sort_key(raw, p[0]))
         raise SpecError([_one_line(f"{source}: {_path(loc)}: {reason}", 600) for loc, reason in lines])
@@ -242,7 +365,7 @@ def _check_vantages(raw: dict) -> list[tuple[tuple, str]]:
             problems.append((("vantages", i, "id"), f"duplicate vantage id {v.id!r} (also vantages.{first[v.id]})"))
     raw_profiles = raw.get("profiles")
     raw_profiles = raw_profiles if isinstance(raw_profiles, dict) else {}
-    if not any(v.provider == "testbed" for _, v in vantages) and not raw_profiles:
+    if not any(v.provider in ("testbed", "ec2") for _, v in vantages) and not raw_profiles:
         return problems
     from testbed.profiles import ProfileError, load_profiles, parse_profile  # the testbed owns the schema
 
@@ -257,15 +380,42 @@ def _check_vantages(raw: dict) -> list[tuple[tuple, str]]:
             problems.append((("profiles", name), str(exc)))
     known = set(load_profiles(good)) | set(raw_profiles)  # a broken custom profile is reported above, not as unknown
     for i, v in vantages:
-        if v.provider != "testbed":
+        if v.provider not in ("testbed", "ec2"):  # ec2 instances apply the same profiles (netem)
             continue
         for j, p in enumerate(v.network_profiles):
+            if p is None and v.provider == "ec2":
+                continue  # the instance's own network: 002's "default network conditions"
             if p is None:
                 problems.append((("vantages", i, "network_profiles"), "a testbed vantage needs network profiles"))
             elif p not in known:
                 problems.append(
                     (("vantages", i, "network_profiles", j), f"unknown profile {p!r} (known: {', '.join(sorted(known))})")
                 )
+    return problems
+
+
+def _check_fleet(raw: dict) -> list[tuple[tuple, str]]:
+    """ec2 vantages need a [fleet] section; [atlas] holds an Atlas spec (atlas.spec's schema),
+    whose zone is the fleet's whoami zone when both are given."""
+    problems: list[tuple[tuple, str]] = []
+    vantages = raw.get("vantages") if isinstance(raw.get("vantages"), list) else []
+    if "fleet" not in raw and any(isinstance(v, dict) and v.get("provider") == "ec2" for v in vantages):
+        problems.append((("fleet",), "required when a vantage has provider = 'ec2' (results_bucket, home_region)"))
+    atlas = raw.get("atlas")
+    if not isinstance(atlas, dict):
+        return problems  # absent, or the top level says what it should be
+    from atlas.spec import AtlasSpec
+
+    try:
+        a = AtlasSpec.model_validate(atlas)
+    except ValidationError as exc:
+        problems.extend((loc, msg.removeprefix("Value error, ")) for loc, msg in _validation(("atlas",), exc))
+        return problems
+    fleet = raw.get("fleet") if isinstance(raw.get("fleet"), dict) else {}
+    zone = fleet.get("whoami_zone")
+    if isinstance(zone, str) and a.zone.name and a.zone.name.rstrip(".").lower() != zone.rstrip(".").lower():
+        problems.append((("atlas", "zone", "name"), f"{a.zone.name!r} is not the fleet's whoami_zone {zone!r}: "
+                                                    "the discovery needs the zone our server answers for"))
     return problems
 
 
