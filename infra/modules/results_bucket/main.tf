@@ -67,30 +67,19 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
   depends_on = [aws_s3_bucket_versioning.results]
 }
 
-data "aws_iam_policy_document" "tls_only" {
-  statement {
-    sid     = "DenyInsecureTransport"
-    effect  = "Deny"
-    actions = ["s3:*"]
-    resources = [
-      aws_s3_bucket.results.arn,
-      "${aws_s3_bucket.results.arn}/*",
-    ]
-    principals {
-      type        = "*"
-      identifiers = ["*"]
-    }
-    condition {
-      test     = "Bool"
-      variable = "aws:SecureTransport"
-      values   = ["false"]
-    }
-  }
-}
-
 resource "aws_s3_bucket_policy" "tls_only" {
   bucket = aws_s3_bucket.results.id
-  policy = data.aws_iam_policy_document.tls_only.json
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "DenyInsecureTransport"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "s3:*"
+      Resource  = [aws_s3_bucket.results.arn, "${aws_s3_bucket.results.arn}/*"]
+      Condition = { Bool = { "aws:SecureTransport" = "false" } }
+    }]
+  })
 
   # a policy put before the public access block exists can be refused as "public" by S3
   depends_on = [aws_s3_bucket_public_access_block.results]
