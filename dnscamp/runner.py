@@ -214,7 +214,7 @@ def run(
     if skipped_providers:
         sys.stderr.write(
             f"dnscamp: units of providers {', '.join(skipped_providers)} run on their own vantage agents "
-            "(infra/ cron), not here; skipped\n"
+            "(`dnscamp fleet apply SPEC` creates them, docs/fleet.md), not here; skipped\n"
         )
     tb = testbed_info() if testbed_info and any(blocks[b].vantage.provider == "testbed" for b in todo) else None
 

@@ -1,0 +1,244 @@
+"""`dnscamp fleet ...`: the cloud vantages of a campaign spec (its ec2 vantages and [fleet]
+section) as Terraform/OpenTofu code (infra/modules) plus boto3 (docs/fleet.md).
+
+render -> infra/build/<campaign>/main.tf.json; plan / apply / destroy run tofu or terraform on
+it; status and cost ask AWS and the shipped price table. Credentials come only from the AWS
+standard chain (--profile, environment, SSO, instance role) and are never written anywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from dnscamp.errors import UsageError, die
+from dnscamp.spec import SpecError, load
+
+app = typer.Typer(help="The cloud fleet of a campaign's ec2 vantages: render, plan, apply, destroy, status, cost.",
+                  no_args_is_help=True)
+
+SPEC = typer.Argument(..., help="Campaign spec (TOML) with ec2 vantages and a fleet section.")
+OUT = typer.Option(None, "--out", help="Build directory (default: infra/build/<campaign>).")
+ENDPOINT = typer.Option(None, "--endpoint-url", help="A stand-in AWS endpoint for every service (moto in server "
+                                                     "mode, for tests); default: the real AWS endpoints.")
+PROFILE = typer.Option(None, "--profile", help="AWS profile (~/.aws/config); default: the standard credential chain.")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask before creating or destroying anything.")
+
+
+def _spec(path: Path):
+    try:
+        return load(path), path.read_text()
+    except SpecError as exc:
+        for line in exc.lines:
+            sys.stderr.write(f"dnscamp: {line}\n")
+        raise typer.Exit(2) from None
+
+
+def _render(path: Path, out: Path | None, endpoint_url: str | None):
+    from dnscamp.fleet import render
+
+    s, text = _spec(path)
+    try:
+        return s, render.render(s, text, out=out, endpoint_url=endpoint_url)
+    except render.RenderError as exc:
+        die(str(exc))
+
+
+def _tool() -> None:
+    """Say which tool runs (and fail in one line when there is none)."""
+    from dnscamp.fleet import toolchain
+
+    try:
+        name, exe = toolchain.find_terraform()
+    except toolchain.ToolchainError as exc:
+        die(str(exc))
+    typer.echo(f"fleet: using {name} ({exe})")
+
+
+def _tf(args: list[str], build: Path, env: dict[str, str]) -> None:
+    """Run tofu/terraform in the build dir, streaming its output; a failure exits 1 naming the step."""
+    from dnscamp.fleet import toolchain
+
+    try:
+        toolchain.run(args, cwd=build, env_extra=env, capture=False)
+    except subprocess.CalledProcessError as exc:
+        die(f"fleet: `{' '.join(['terraform', *args[:1]])}` in {build} failed (exit {exc.returncode}); see above", code=1)
+    except toolchain.ToolchainError as exc:
+        die(str(exc))
+
+
+def _env(profile: str | None, agent: dict[str, str] | None = None) -> dict[str, str]:
+    """The terraform environment beyond the toolchain's: the profile's name (the provider reads the
+    standard chain itself) and the agent variables (TF_VAR_*; never written to the build dir)."""
+    from dnscamp.fleet.render import PLAN_ONLY
+
+    env = {"AWS_PROFILE": profile} if profile else {}
+    env.update({f"TF_VAR_{k}": v for k, v in (agent or PLAN_ONLY).items()})
+    return env
+
+
+def _init(build: Path, env: dict[str, str]) -> None:
+    _tf(["init", "-input=false", "-no-color"], build, env)
+
+
+def _bill(s) -> None:
+    from dnscamp.fleet import cost
+
+    try:
+        typer.echo(cost.bill(s).describe())
+    except cost.CostError as exc:
+        die(str(exc))
+
+
+@app.command("render")
+def render_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT) -> None:
+    """Write the fleet's Terraform root module (main.tf.json, Terraform JSON syntax): one aliased aws
+    provider per region, the results bucket, one vantage module per (ec2 vantage, region), the whoami
+    server when the spec's fleet section names a zone. The agent's URLs and digests stay variables (apply sets them)."""
+    _, build = _render(spec, out, endpoint_url)
+    typer.echo(f"{build / 'main.tf.json'}")
+
+
+@app.command("plan")
+def plan_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
+                 profile: str | None = PROFILE) -> None:
+    """Render, then `init` and `plan` (read-only; the agent URLs are plan-only placeholders)."""
+    _, build = _render(spec, out, endpoint_url)
+    _tool()
+    env = _env(profile)
+    _init(build, env)
+    _tf(["plan", "-input=false", "-no-color"], build, env)
+
+
+@app.command("apply")
+def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
+                  profile: str | None = PROFILE, dry_run: bool = typer.Option(
+                      False, "--dry-run", help="Print the bill and the plan; create nothing."), yes: bool = YES) -> None:
+    """Create the fleet: print the bill, build this checkout's agent wheel, create the results bucket,
+    upload the wheel and lock under dist/<version>/, then create everything else with presigned URLs."""
+    from dnscamp.fleet import artifacts, aws, render
+
+    s, build = _render(spec, out, endpoint_url)
+    _bill(s)
+    _tool()
+    env = _env(profile)
+    _init(build, env)
+    if dry_run:
+        _tf(["plan", "-input=false", "-no-color"], build, env)
+        typer.echo("fleet: dry run: nothing created")
+        return
+    if not yes and not typer.confirm(f"create the fleet of {s.campaign.name} (billed as above)?", default=False):
+        raise typer.Exit(1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="dnscamp-agent-") as tmp:
+            b = artifacts.build(Path(tmp))
+            typer.echo(f"fleet: agent {b.wheel.name} sha256 {b.wheel.sha256[:16]}... from commit "
+                       f"{(b.commit or 'none')[:12]}{' (uncommitted changes are not deployed)' if b.dirty else ''}")
+            # 1) the bucket alone: the wheel needs somewhere to go before any instance can fetch it
+            _tf(["apply", "-input=false", "-no-color", "-auto-approve", "-target=module.results_bucket"], build, env)
+            assert s.fleet is not None
+            sess = aws.session(profile)
+            s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
+            try:
+                agent = artifacts.upload(s3, s.fleet.results_bucket, b)
+            except Exception as exc:  # botocore: no credentials, access denied, ...
+                die(f"fleet: uploading the agent to s3://{s.fleet.results_bucket}/dist/ failed: {aws.one_line(exc)}", code=1)
+    except UsageError as exc:
+        die(str(exc), code=1)
+    if any(agent[k] == render.PLAN_ONLY[k] for k in render.AGENT_VARS):  # never ship a placeholder
+        die("fleet: refusing to apply with plan-only agent values", code=1)
+    # 2) everything else, with the presigned URLs and digests (environment only, never a file)
+    _tf(["apply", "-input=false", "-no-color", "-auto-approve"], build, _env(profile, agent))
+    typer.echo(f"fleet: applied; `dnscamp fleet status {spec}` lists the instances")
+
+
+@app.command("destroy")
+def destroy_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
+                    profile: str | None = PROFILE, yes: bool = YES, delete_bucket: bool = typer.Option(
+                        False, "--delete-bucket", help="Also empty (every object version) and delete the results "
+                                                       "bucket. Default: keep it, results outlive the fleet.")) -> None:
+    """Remove the fleet's instances, roles, security groups and whoami server; the results bucket
+    stays unless --delete-bucket."""
+    from dnscamp.fleet import aws
+
+    s, build = _render(spec, out, endpoint_url)
+    _tool()
+    env = _env(profile)
+    _init(build, env)
+    what = "everything, the results bucket included" if delete_bucket else "all but the results bucket"
+    if not yes and not typer.confirm(f"destroy the fleet of {s.campaign.name} ({what})?", default=False):
+        raise typer.Exit(1)
+    cfg = json.loads((build / "main.tf.json").read_text())
+    if delete_bucket:
+        assert s.fleet is not None
+        s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
+        try:
+            n = aws.empty_bucket(s3, s.fleet.results_bucket)
+        except Exception as exc:
+            die(f"fleet: emptying s3://{s.fleet.results_bucket} failed: {aws.one_line(exc)}", code=1)
+        typer.echo(f"fleet: deleted {n} object version(s) from {s.fleet.results_bucket}")
+        targets = []
+    else:
+        targets = [f"-target=module.{m}" for m in cfg["module"] if m != "results_bucket"]
+    _tf(["destroy", "-input=false", "-no-color", "-auto-approve", *targets], build, env)
+
+
+@app.command("status")
+def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profile: str | None = PROFILE,
+                   as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
+    """The fleet's instances (by tag campaign=<name>, every region of the spec) and, per vantage,
+    the time of its newest upload under results/<campaign>/<vantage>/ and its last status object."""
+    from dnscamp.fleet import aws, render
+
+    s, _ = _spec(spec)
+    if s.fleet is None:
+        die(f"{spec}: fleet: no [fleet] section")
+    try:
+        sess = aws.session(profile)
+        found = aws.instances(sess, s, render.regions(s), endpoint_url)
+        s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
+        vantages = {}
+        for v in s.ec2_vantages():
+            up = aws.last_upload(s3, s.fleet.results_bucket, s.campaign.name, v.id)
+            st = aws.last_status(s3, s.fleet.results_bucket, v.id)
+            vantages[v.id] = {"last_upload": up[1].isoformat() if up else None, "last_upload_key": up[0] if up else None,
+                              "status_time": st[0].isoformat() if st else None, "status": st[1] if st else None}
+    except UsageError as exc:
+        die(str(exc), code=1)
+    except Exception as exc:  # botocore: no credentials, no such bucket, access denied, ...
+        die(f"fleet status: {aws.one_line(exc)}", code=1)
+    if as_json:
+        typer.echo(json.dumps({
+            "campaign": s.campaign.name,
+            "instances": [{"region": i.region, "id": i.id, "state": i.state, "type": i.type, "vantage": i.vantage,
+                           "launched": i.launched.isoformat() if i.launched else None, "public_ip": i.public_ip}
+                          for i in found],
+            "vantages": vantages,
+        }, indent=2, default=str))
+        return
+    typer.echo(f"campaign {s.campaign.name}: {len(found)} instance(s) tagged campaign={s.campaign.name}")
+    for i in sorted(found, key=lambda i: (i.vantage, i.region, i.id)):
+        typer.echo(f"  {i.vantage:<16} {i.region:<15} {i.id:<20} {i.state:<11} {i.type:<12} "
+                   f"{i.public_ip or '-':<15} launched {i.launched.isoformat() if i.launched else '-'}")
+    for vid, d in vantages.items():
+        typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}; "
+                   f"last status {d['status_time'] or 'none'}"
+                   + (f" {json.dumps(d['status'], default=str)[:200]}" if d["status"] is not None else ""))
+
+
+@app.command("cost")
+def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
+    """The bill before anything is created: instance-hours x on-demand price per region (from
+    infra/prices/ec2-on-demand.json, dated, not live), EBS, S3, data transfer, Atlas credits."""
+    from dnscamp.fleet import cost
+
+    s, _ = _spec(spec)
+    try:
+        b = cost.bill(s)
+    except cost.CostError as exc:
+        die(str(exc))
+    typer.echo(json.dumps(b.to_dict(), indent=2) if as_json else b.describe())

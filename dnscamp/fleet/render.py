@@ -1,0 +1,182 @@
+"""Campaign spec -> infra/build/<campaign>/main.tf.json (Terraform JSON syntax), the root module
+of the fleet (docs/fleet.md, interface in the issue-13 notes):
+
+- one aliased ``aws`` provider per region the spec uses (alias = region with '-' -> '_');
+- ``module.results_bucket`` in the home region; one ``module.vantage_<vantage>_<alias>`` per
+  (ec2 vantage, region); ``module.whoami_dns`` in the home region when [fleet] names a zone.
+
+The agent's wheel and lock file are root *variables* without defaults (their URLs marked
+sensitive): `dnscamp fleet apply` builds and uploads them and passes the presigned URLs and
+sha256s through the environment (TF_VAR_*), so they are never written into the build directory,
+and a hand-run ``terraform apply`` without them stops at "No value for required variable".
+`plan`/`apply --dry-run` pass PLAN_ONLY values (an ``.invalid`` URL, RFC 6761, and a zero
+digest) that no code path applies. Credentials are never rendered: the provider takes them from
+the AWS standard chain (environment, --profile as AWS_PROFILE, SSO, instance role).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from dnscamp import __version__
+from dnscamp.spec import EC2_DEFAULT_INSTANCE_TYPE, CampaignSpec
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = REPO / "infra" / "modules"
+BUILD = REPO / "infra" / "build"
+PROVIDER_VERSION = "~> 5.100"  # the provider of the image's mirror is 5.100.0 (TOOLCHAIN.md)
+AGENT_VARS = ("agent_wheel_url", "agent_wheel_sha256", "agent_lock_url", "agent_lock_sha256")
+PLAN_ONLY = {
+    "agent_wheel_url": "https://plan-only.invalid/dnscamp-agent-not-uploaded.whl",
+    "agent_wheel_sha256": "0" * 64,
+    "agent_lock_url": "https://plan-only.invalid/requirements-not-uploaded.lock",
+    "agent_lock_sha256": "0" * 64,
+}
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+class RenderError(ValueError):
+    """A spec that cannot be rendered (one line naming the field)."""
+
+
+def alias(region: str) -> str:
+    return region.replace("-", "_")
+
+
+def module_name(vantage: str, region: str) -> str:
+    """A Terraform identifier for (vantage, region): vantage ids may hold '.', identifiers not."""
+    return f"vantage_{_IDENT.sub('_', vantage)}_{alias(region)}"
+
+
+def build_dir(spec: CampaignSpec, out: Path | None = None) -> Path:
+    return Path(out) if out is not None else BUILD / spec.campaign.name
+
+
+def lit(text: str) -> str:
+    """A literal string in Terraform JSON syntax, where strings are templates: '${' and '%{'
+    in a spec (a TOML comment, a description) must not be evaluated."""
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
+def regions(spec: CampaignSpec) -> list[str]:
+    """Every region the fleet uses, home region first, then in spec order."""
+    assert spec.fleet is not None
+    out = [spec.fleet.home_region]
+    for v in spec.ec2_vantages():
+        out += [r for r in v.all_regions if r not in out]
+    return out
+
+
+def _provider(region: str, campaign: str, endpoint_url: str | None) -> dict[str, Any]:
+    p: dict[str, Any] = {
+        "alias": alias(region),
+        "region": region,
+        "default_tags": [{"tags": {"campaign": lit(campaign), "managed-by": "dnscamp"}}],
+    }
+    if endpoint_url:  # a stand-in AWS (moto in server mode): every service at one URL, no account checks
+        p.update(
+            endpoints=[{svc: endpoint_url for svc in ("s3", "ec2", "iam", "sts")}],
+            skip_credentials_validation=True, skip_metadata_api_check=True, skip_requesting_account_id=True,
+            s3_use_path_style=True,
+        )
+    return p
+
+
+def config(spec: CampaignSpec, spec_text: str, *, out_dir: Path, endpoint_url: str | None = None) -> dict[str, Any]:
+    """The root module as a dict (what main.tf.json holds)."""
+    fleet = spec.fleet
+    if fleet is None:
+        raise RenderError(f"{spec.source or '<spec>'}: fleet: no [fleet] section (results_bucket, home_region)")
+    if not spec.ec2_vantages():
+        raise RenderError(f"{spec.source or '<spec>'}: vantages: no vantage has provider = 'ec2': nothing to render")
+    src = Path(os.path.relpath(MODULES, out_dir)).as_posix()
+    home = f"aws.{alias(fleet.home_region)}"
+    name = spec.campaign.name
+    modules: dict[str, Any] = {
+        "results_bucket": {
+            "source": f"{src}/results_bucket",
+            "providers": {"aws": home},
+            "bucket_name": fleet.results_bucket,
+            "transition_days": fleet.transition_days,
+        }
+    }
+    outputs: dict[str, Any] = {"results_bucket": {"value": "${module.results_bucket.bucket}"}}
+    instance_ids: dict[str, str] = {}
+    for v in spec.ec2_vantages():
+        for region in v.all_regions:
+            m = module_name(v.id, region)
+            if m in modules:
+                raise RenderError(f"{spec.source}: vantages: {v.id!r} and another vantage id both become module {m!r}")
+            modules[m] = {
+                "source": f"{src}/vantage",
+                "providers": {"aws": f"aws.{alias(region)}"},
+                "campaign": name,
+                "vantage": v.id,
+                "region": region,
+                "network_profile": v.network_profiles[0],
+                "instance_type": v.instance_type or EC2_DEFAULT_INSTANCE_TYPE,
+                "instance_count": v.instance_count or 1,
+                "results_bucket": "${module.results_bucket.bucket}",
+                "ssh_cidr": v.ssh_cidr,
+                "ami_id": fleet.ami_ids.get(region),
+                "spec_toml": "${local.spec_toml}",
+                "agent_version": "${var.agent_version}",
+                **{k: f"${{var.{k}}}" for k in AGENT_VARS},
+            }
+            instance_ids[f"{v.id}/{region}"] = f"${{module.{m}.instance_ids}}"
+    outputs["instance_ids"] = {"value": instance_ids}
+    if fleet.whoami_zone:
+        modules["whoami_dns"] = {
+            "source": f"{src}/whoami_dns",
+            "providers": {"aws": home},
+            "zone": fleet.whoami_zone,
+            "instance_type": fleet.whoami_instance_type,
+            "ami_id": fleet.ami_ids.get(fleet.home_region),
+        }
+        outputs["whoami_public_ip"] = {"value": "${module.whoami_dns.public_ip}"}
+    variables: dict[str, Any] = {
+        "agent_version": {"type": "string", "default": __version__,
+                          "description": "dnscamp version of the wheel (the checkout's, set by `dnscamp fleet apply`)."},
+    }
+    for k in AGENT_VARS:
+        is_url = k.endswith("_url")
+        what = "wheel" if "wheel" in k else "requirements.lock"
+        variables[k] = {
+            "type": "string",
+            "description": (f"Presigned GET URL of the agent {what} under dist/ of the results bucket, set by `dnscamp fleet "
+                            f"apply` through TF_VAR_{k} (never written here)." if is_url else
+                            f"sha256 of the agent {what} (checked on the instance before installing it)."),
+            "sensitive": is_url,  # a presigned URL carries a signature (and a session token with temporary credentials)
+            "validation": [{
+                "condition": f"can(regex(\"^https?://\", var.{k}))" if is_url else f"can(regex(\"^[0-9a-f]{{64}}$\", var.{k}))",
+                "error_message": f"{k}: {'an http(s) URL' if is_url else '64 lower-case hex digits (a sha256)'}.",
+            }],
+        }
+    return {
+        "//": f"Rendered by `dnscamp fleet render` from {lit(Path(spec.source).name) if spec.source else 'a spec'}; "
+              "do not edit (re-render). Credentials come from the AWS standard chain, never from here.",
+        "terraform": {
+            "required_version": ">= 1.6",
+            "required_providers": {"aws": {"source": "hashicorp/aws", "version": PROVIDER_VERSION}},
+        },
+        "provider": {"aws": [_provider(r, name, endpoint_url) for r in regions(spec)]},
+        "variable": variables,
+        "locals": {"spec_toml": lit(spec_text)},
+        "module": modules,
+        "output": outputs,
+    }
+
+
+def render(spec: CampaignSpec, spec_text: str, *, out: Path | None = None, endpoint_url: str | None = None) -> Path:
+    """Write <out or infra/build/<campaign>>/main.tf.json; returns the build directory."""
+    d = build_dir(spec, out)
+    d.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(config(spec, spec_text, out_dir=d.resolve(), endpoint_url=endpoint_url), indent=2) + "\n"
+    target = d / "main.tf.json"
+    if not target.is_file() or target.read_text() != text:  # unchanged: leave the mtime (and terraform) alone
+        target.write_text(text)
+    return d
