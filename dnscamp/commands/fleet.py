@@ -77,7 +77,7 @@ def _env(profile: str | None, agent: dict[str, str] | None = None) -> dict[str, 
     from dnscamp.fleet.render import PLAN_ONLY
 
     env = {"AWS_PROFILE": profile} if profile else {}
-    env.update({f"TF_VAR_{k}": v for k, v in (agent or PLAN_ONLY).items()})
+    env.update({f"TF_VAR_{k}": v for k, v in (PLAN_ONLY | (agent or {})).items()})
     return env
 
 
@@ -136,6 +136,7 @@ def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str |
     try:
         with tempfile.TemporaryDirectory(prefix="dnscamp-agent-") as tmp:
             b = artifacts.build(Path(tmp))
+            dns_binary = artifacts.coredns() if s.fleet and s.fleet.whoami_zone else None
             typer.echo(f"fleet: agent {b.wheel.name} sha256 {b.wheel.sha256[:16]}... from commit "
                        f"{(b.commit or 'none')[:12]}{' (uncommitted changes are not deployed)' if b.dirty else ''}")
             # 1) the bucket alone: the wheel needs somewhere to go before any instance can fetch it
@@ -145,11 +146,13 @@ def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str |
             s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
             try:
                 agent = artifacts.upload(s3, s.fleet.results_bucket, b)
+                if dns_binary is not None:
+                    agent |= artifacts.upload_coredns(s3, s.fleet.results_bucket, dns_binary)
             except Exception as exc:  # botocore: no credentials, access denied, ...
                 die(f"fleet: uploading the agent to s3://{s.fleet.results_bucket}/dist/ failed: {aws.one_line(exc)}", code=1)
     except UsageError as exc:
         die(str(exc), code=1)
-    if any(agent[k] == render.PLAN_ONLY[k] for k in render.AGENT_VARS):  # never ship a placeholder
+    if any(agent.get(k) == render.PLAN_ONLY[k] for k in render.PLAN_ONLY):  # never ship a placeholder
         die("fleet: refusing to apply with plan-only agent values", code=1)
     # 2) everything else, with the presigned URLs and digests (environment only, never a file)
     _tf(["apply", "-input=false", "-no-color", "-auto-approve"], build, _env(profile, agent))

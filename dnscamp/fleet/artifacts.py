@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -93,18 +94,38 @@ def build(workdir: Path) -> AgentBuild:
                       wheel=Artifact(wheels[-1], sha256(wheels[-1])), lock=Artifact(lock, sha256(lock)))
 
 
+def coredns() -> Artifact:
+    """The CoreDNS binary the whoami server runs: the one install/40-testbed-servers.sh builds
+    (PATH, then dnscamp's bin dir), linux/amd64 like the instances."""
+    import shutil
+
+    from vantage_agent.paths import bin_dir
+
+    exe = shutil.which("coredns", path=os.pathsep.join([os.environ.get("PATH", ""), str(bin_dir())]))
+    if exe is None:
+        raise ArtifactError(f"coredns not found (PATH, {bin_dir()}): run install/40-testbed-servers.sh; "
+                            "the whoami server (fleet.whoami_zone) runs it")
+    return Artifact(Path(exe), sha256(Path(exe)))
+
+
+def _put(s3, bucket: str, key: str, a: Artifact) -> str:
+    """Upload ``a`` to ``key`` unless the same bytes are there; a presigned GET URL of it."""
+    try:
+        have = s3.head_object(Bucket=bucket, Key=key).get("Metadata", {}).get("sha256")
+    except s3.exceptions.ClientError:
+        have = None
+    if have != a.sha256:
+        s3.upload_file(str(a.path), bucket, key, ExtraArgs={"Metadata": {"sha256": a.sha256}})
+    return s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=URL_TTL_S)
+
+
+def upload_coredns(s3, bucket: str, a: Artifact) -> dict[str, str]:
+    return {"coredns_url": _put(s3, bucket, f"dist/coredns/{a.sha256[:16]}/coredns", a), "coredns_sha256": a.sha256}
+
+
 def upload(s3, bucket: str, b: AgentBuild) -> dict[str, str]:
     """Put the wheel and lock under dist/ (unless the same bytes are there) and return the
     Terraform variables: presigned GET URLs and sha256s."""
-    urls = {}
-    for what, a in (("wheel", b.wheel), ("lock", b.lock)):
-        key = b.key(a)
-        try:
-            have = s3.head_object(Bucket=bucket, Key=key).get("Metadata", {}).get("sha256")
-        except s3.exceptions.ClientError:
-            have = None
-        if have != a.sha256:
-            s3.upload_file(str(a.path), bucket, key, ExtraArgs={"Metadata": {"sha256": a.sha256}})
-        urls[what] = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=URL_TTL_S)
+    urls = {what: _put(s3, bucket, b.key(a), a) for what, a in (("wheel", b.wheel), ("lock", b.lock))}
     return {"agent_wheel_url": urls["wheel"], "agent_wheel_sha256": b.wheel.sha256,
             "agent_lock_url": urls["lock"], "agent_lock_sha256": b.lock.sha256, "agent_version": b.version}

@@ -23,7 +23,9 @@ from pathlib import Path
 from dnscamp.spec import EC2_DEFAULT_INSTANCE_TYPE, CampaignSpec
 
 PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices" / "ec2-on-demand.json"
-ROOT_VOLUME_GIB = 20  # infra/modules/vantage and whoami_dns: the root volume (browsers + venv need more than the AMI's 8)
+# Root volume sizes of infra/modules/vantage and whoami_dns (root_block_device.volume_size; a unit test
+# reads the modules, so the bill follows them)
+ROOT_VOLUME_GIB = {"vantage": 16, "whoami_dns": 8}
 GIB_PER_MIB = 1 / 1024
 
 
@@ -104,12 +106,13 @@ def _instance_price(prices: dict, region: str, itype: str, what: str) -> float:
                         f"{', '.join(sorted(r['instance_hour']))}: add it from the AWS price pages") from None
 
 
-def _machine(lines: list[Line], prices: dict, *, what: str, region: str, itype: str, count: int, hours: float) -> None:
+def _machine(lines: list[Line], prices: dict, *, what: str, region: str, itype: str, count: int, hours: float,
+             gib: int) -> None:
     r = _region(prices, region, what)
     ih = count * hours
     lines.append(Line(f"{itype} instance-hours, {what}", ih, "hours", _instance_price(prices, region, itype, what), region))
     lines.append(Line(f"public IPv4 address-hours, {what}", ih, "hours", r["public_ipv4_hour"], region))
-    lines.append(Line(f"EBS gp3 {ROOT_VOLUME_GIB} GiB root volume, {what}", count * ROOT_VOLUME_GIB * hours / prices["hours_per_month"],
+    lines.append(Line(f"EBS gp3 {gib} GiB root volume, {what}", count * gib * hours / prices["hours_per_month"],
                       "GB-months", r["ebs_gp3_gb_month"], region))
 
 
@@ -130,7 +133,8 @@ def bill(spec: CampaignSpec, prices: dict | None = None) -> Bill:
         itype = v.instance_type or EC2_DEFAULT_INSTANCE_TYPE
         for region in v.all_regions:
             what = f"{v.id} @ {region}"
-            _machine(b.lines, prices, what=what, region=region, itype=itype, count=count, hours=hours)
+            _machine(b.lines, prices, what=what, region=region, itype=itype, count=count, hours=hours,
+                     gib=ROOT_VOLUME_GIB["vantage"])
             r = _region(prices, region, what)
             b.lines.append(Line(f"data transfer out to the Internet, {what}", count * fleet.egress_gib_per_day * fleet.days,
                                 "GB", r["transfer_out_internet_gb"], region))
@@ -141,7 +145,7 @@ def bill(spec: CampaignSpec, prices: dict | None = None) -> Bill:
                 b.lines.append(Line(f"uploads to the bucket in {home}, {what}", up, "GB", r["transfer_out_interregion_gb"], region))
     if fleet.whoami_zone:
         _machine(b.lines, prices, what=f"whoami server {fleet.whoami_zone} @ {home}", region=home,
-                 itype=fleet.whoami_instance_type, count=1, hours=hours)
+                 itype=fleet.whoami_instance_type, count=1, hours=hours, gib=ROOT_VOLUME_GIB["whoami_dns"])
     h = _region(prices, home, "results bucket")
     b.lines.append(Line(f"S3 PUT requests, bucket {fleet.results_bucket}", puts_total / 1000, "1000 req", h["s3_put_per_1000"], home))
     # storage grows linearly from 0 to upload_gib_total: on average half of it is stored the whole time

@@ -30,11 +30,14 @@ MODULES = REPO / "infra" / "modules"
 BUILD = REPO / "infra" / "build"
 PROVIDER_VERSION = "~> 5.100"  # the provider of the image's mirror is 5.100.0 (TOOLCHAIN.md)
 AGENT_VARS = ("agent_wheel_url", "agent_wheel_sha256", "agent_lock_url", "agent_lock_sha256")
+COREDNS_VARS = ("coredns_url", "coredns_sha256")  # the whoami server's CoreDNS binary, uploaded like the agent
 PLAN_ONLY = {
     "agent_wheel_url": "https://plan-only.invalid/dnscamp-agent-not-uploaded.whl",
     "agent_wheel_sha256": "0" * 64,
     "agent_lock_url": "https://plan-only.invalid/requirements-not-uploaded.lock",
     "agent_lock_sha256": "0" * 64,
+    "coredns_url": "https://plan-only.invalid/coredns-not-uploaded",
+    "coredns_sha256": "0" * 64,
 }
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -136,26 +139,25 @@ def config(spec: CampaignSpec, spec_text: str, *, out_dir: Path, endpoint_url: s
             "zone": fleet.whoami_zone,
             "instance_type": fleet.whoami_instance_type,
             "ami_id": fleet.ami_ids.get(fleet.home_region),
+            "coredns_url": "${var.coredns_url}",
+            "coredns_sha256": "${var.coredns_sha256}",
+            "tags": {"campaign": lit(name)},
         }
         outputs["whoami_public_ip"] = {"value": "${module.whoami_dns.public_ip}"}
     variables: dict[str, Any] = {
         "agent_version": {"type": "string", "default": __version__,
                           "description": "dnscamp version of the wheel (the checkout's, set by `dnscamp fleet apply`)."},
     }
-    for k in AGENT_VARS:
+    for k in AGENT_VARS + (COREDNS_VARS if fleet.whoami_zone else ()):
         is_url = k.endswith("_url")
-        what = "wheel" if "wheel" in k else "requirements.lock"
+        what = {"wheel": "agent wheel", "lock": "agent requirements.lock", "coredns": "CoreDNS binary"}[k.split("_")[1 if k.startswith("agent") else 0]]
         variables[k] = {
             "type": "string",
-            "description": (f"Presigned GET URL of the agent {what} under dist/ of the results bucket, set by `dnscamp fleet "
+            "description": (f"Presigned GET URL of the {what} under dist/ of the results bucket, set by `dnscamp fleet "
                             f"apply` through TF_VAR_{k} (never written here)." if is_url else
-                            f"sha256 of the agent {what} (checked on the instance before installing it)."),
+                            f"sha256 of the {what} (checked on the instance before installing it)."),
             "sensitive": is_url,  # a presigned URL carries a signature (and a session token with temporary credentials)
-            "validation": [{
-                "condition": f"can(regex(\"^https?://\", var.{k}))" if is_url else f"can(regex(\"^[0-9a-f]{{64}}$\", var.{k}))",
-                "error_message": f"{k}: {'an http(s) URL' if is_url else '64 lower-case hex digits (a sha256)'}.",
-            }],
-        }
+        }  # the modules validate the values (https:// URL, 64 hex digits)
     return {
         "//": f"Rendered by `dnscamp fleet render` from {lit(Path(spec.source).name) if spec.source else 'a spec'}; "
               "do not edit (re-render). Credentials come from the AWS standard chain, never from here.",
