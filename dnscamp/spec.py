@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dnscamp import kinds as kind_registry
+from dnscamp.schedule import ScheduleSpec
 
 MAX_SPEC_BYTES = 10 * 2**20  # a spec is a few KiB; anything near this is a mistake or an attack
 MAX_DEPTH = 32  # nesting of tables and arrays; real specs use 3
@@ -47,6 +48,7 @@ class CampaignSection(BaseModel):
     description: str = ""
     seed: int = Field(0, ge=0, lt=2**63, description="Seed of the shuffled order (recorded in every run).")
     repetitions: int = Field(1, ge=1, le=100_000)
+    schedule: ScheduleSpec | None = Field(None, description="When scheduled agents fire (dnscamp schedule).")
 
 
 # AWS names: a region like "eu-central-1" / "us-gov-west-1", an instance type like "m5.2xlarge".

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project venv at .venv: exactly the versions of requirements.lock (every file hash-checked),
 # then the checkout itself (editable, no dependencies). requirements.lock is pip-compile's
-# resolution of pyproject.toml with the test and cloud extras; `make lock` regenerates it.
+# resolution of pyproject.toml with the test extra; `make lock` regenerates it.
 # Re-installs only when requirements.lock or pyproject.toml changed (hash stamp inside the venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -32,7 +32,7 @@ NOT_IMPORTED = {
     "h2": "HTTP/2 for httpx (dnspython's DoH)",
     "getdns": "the getdns engine (issue 12 §6, vantage_agent/dns/getdns_engine.py)",
 }
-UNUSED_EXTRAS = {"cloud": "the coming cloud issues (Terraform against moto, HCL checks, EC2 vantages)"}
+UNUSED_EXTRAS: dict[str, str] = {}
 
 
 def norm(name: str) -> str:
