@@ -119,3 +119,12 @@ def test_existing_and_new_campaigns_load():
     assert "system" in modes and {m.split(":")[0] for m in modes} == {"system", "do53", "dot", "doh"}
     assert w.params["dns_query"].resolvers == ["cloudflare", "google", "quad9"]
     assert w.atlas_spec.zone.name == w.fleet.whoami_zone  # 001's discovery through our whoami zone
+
+
+def test_runner_points_ec2_units_at_fleet(tmp_path, capsys):
+    from dnscamp import runner
+
+    summary = runner.run(loads(spec(), "f.toml"), spool_dir=tmp_path, show_progress=False)
+    err = capsys.readouterr().err
+    assert "units of providers ec2 run on their own vantage agents (`dnscamp fleet apply SPEC` creates them" in err
+    assert "infra/ cron" not in err and summary.units_run == 0
