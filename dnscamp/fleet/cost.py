@@ -29,6 +29,10 @@ ROOT_VOLUME_GIB = {"vantage": 16, "whoami_dns": 8}
 GIB_PER_MIB = 1 / 1024
 
 
+KINDS = {"instance-hours": "instances", "IPv4": "public IPv4", "EBS": "EBS", "data transfer": "data transfer",
+         "uploads to the bucket": "data transfer", "S3": "S3"}
+
+
 class CostError(ValueError):
     """A region or instance type the price table does not list (one line, naming it and the file)."""
 
@@ -64,10 +68,19 @@ class Bill:
     def per_day_usd(self) -> float:
         return self.total_usd / self.days
 
+    def by_kind(self) -> dict[str, float]:
+        """Subtotals: instances, public IPv4, EBS, data transfer, S3 (the first word(s) of each item)."""
+        out: dict[str, float] = {}
+        for li in self.lines:
+            kind = next(k for k in KINDS if k in li.item)
+            out[KINDS[kind]] = out.get(KINDS[kind], 0.0) + li.usd
+        return out
+
     def to_dict(self) -> dict:
         return {
             "campaign": self.campaign, "days": self.days, "total_usd": round(self.total_usd, 2),
             "per_day_usd": round(self.per_day_usd, 2), "atlas_credits": self.atlas_credits,
+            "subtotals_usd": {k: round(v, 2) for k, v in self.by_kind().items()},
             "prices": {"file": str(PRICES), "date": self.price_date, "note": self.price_note},
             "lines": [{"item": li.item, "region": li.region, "quantity": round(li.quantity, 6), "unit": li.unit,
                        "unit_price_usd": li.unit_price, "usd": round(li.usd, 4)} for li in self.lines],
@@ -79,6 +92,7 @@ class Bill:
         width = max((len(li.item) for li in self.lines), default=10)
         for li in self.lines:
             out.append(f"  {li.item:<{width}}  {li.quantity:>12,.3f} {li.unit:<10} x ${li.unit_price:<8g} = ${li.usd:>10,.2f}")
+        out.append("subtotals: " + ", ".join(f"{k} ${v:,.2f}" for k, v in self.by_kind().items()))
         out.append(f"total: ${self.total_usd:,.2f} (${self.per_day_usd:,.2f} per day)")
         if self.atlas_credits is not None:
             out.append(f"RIPE Atlas: {self.atlas_credits:,} credits ({self.atlas_note})")

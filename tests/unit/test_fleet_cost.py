@@ -70,6 +70,9 @@ def test_small_spec_bill_matches_the_hand_computation():
     # the same, on paper: 5.028329 (us) + 6.090411 (eu) + 0.011719 + 0.004 + 0.000514 = 11.134973
     assert b.total_usd == pytest.approx(11.134973, abs=1e-6)
     assert b.per_day_usd == pytest.approx(b.total_usd / 2)
+    sub = b.by_kind()
+    assert sub["instances"] == pytest.approx(96 * 0.04 + 96 * 0.05) and sub["public IPv4"] == pytest.approx(2 * 96 * 0.005)
+    assert sub["S3"] == pytest.approx(puts + stored) and sum(sub.values()) == pytest.approx(b.total_usd)
     # Atlas (001's discovery), one-off: per probe a UDP DNS result (2 x 10) and a 5 x 48 B ping
     # (2 x 5), then phase 2 one 5-packet ping to its resolver (2 x 5): 10 probes x 40 credits.
     assert b.atlas_credits == 400
