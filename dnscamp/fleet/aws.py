@@ -63,7 +63,7 @@ def instances(sess, spec: CampaignSpec, regions: list[str], endpoint_url: str | 
                 for i in r["Instances"]:
                     tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
                     out.append(Instance(region=region, id=i["InstanceId"], state=i["State"]["Name"],
-                                        type=i.get("InstanceType", "?"), vantage=tags.get("vantage", "?"),
+                                        type=i.get("InstanceType", "?"), vantage=tags.get("vantage", tags.get("role", "?")),
                                         launched=i.get("LaunchTime"), public_ip=i.get("PublicIpAddress"), tags=tags))
     return out
 

@@ -54,14 +54,12 @@ targets = ["1.1.1.1"]
 
 
 def _moto_server_class():
-    try:
-        import flask  # noqa: F401  (moto's server runs on Flask/werkzeug)
+    try:  # moto's server runs on Flask and werkzeug (moto[server])
         from moto.server import ThreadedMotoServer
     except ImportError as exc:
         pytest.fail(f"moto's server mode needs {exc.name}: install moto[server]'s dependencies "
                     "(flask, flask-cors) into .venv", pytrace=False)
-    from werkzeug.serving import make_server
-    from moto.moto_server.threaded_moto_server import MotoRequestHandler
+    from moto.moto_server.threaded_moto_server import MotoRequestHandler, make_server  # werkzeug's, as moto uses it
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     class HttpsMotoServer(ThreadedMotoServer):
