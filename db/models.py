@@ -75,6 +75,25 @@ class Quarantine(Base):
     __table_args__ = (sa.UniqueConstraint("source_file", "line", name="uq_quarantine_file_line"),)
 
 
+class CollectedObject(Base):
+    """The S3 collector's ledger (migration 0010, collectors/s3.py): one row per object it
+    ingested, with the ETag and size it saw and that ingest's counts; an unchanged ETag is
+    not downloaded again."""
+
+    __tablename__ = "collected_objects"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    etag: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    size: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    ingested: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    duplicates: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    quarantined: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    collected_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+
+
 # RIPE Atlas (migration 0005_atlas; atlas/store.py writes them)
 def _ts(**kw: Any) -> Any:
     return mapped_column(sa.DateTime(timezone=True), **kw)
