@@ -179,19 +179,14 @@ class HostLink(driver.Link):
     """driver.Link's process handling, caught on the host: OUTPUT -o dev (up), INPUT -i dev (down)."""
 
     def __init__(self, dev: str, up: dict, down: dict, run_dir: Path, excludes: list):
-        super().__init__(f"{_netns_id()}-{dev}", "", dev, dev, up, down, run_dir, backend="nfqueue")
+        # Link runs linkem with `ip netns exec <name>`: this namespace gets a name (`ip netns
+        # attach`; not dc-*, which the testbed owns). linkem exits when the name goes (clear).
+        super().__init__(f"{_netns_id()}-{dev}", f"dnscamp-link-{_netns_id()}", dev, dev, up, down, run_dir,
+                         backend="nfqueue")
         self.dev, self.excludes = dev, excludes
 
     def _ns(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
         return _run(argv, check=check)
-
-    def _ns_exists(self) -> bool:
-        return True
-
-    def _link_config(self) -> dict:
-        cfg = super()._link_config()
-        cfg.pop("netns")  # no router namespace to watch: `clear` stops the process
-        return cfg
 
     def _rule_specs(self) -> list[list[str]]:
         comment = driver.RULE_COMMENT_PREFIX + self.name
@@ -208,7 +203,14 @@ class HostLink(driver.Link):
                     _run([tool, "-w", "-F", CHAINS[d]], check=version == 4)
                 for rule in iptables_chain_rules(CHAINS[d], self.excludes, version, q):
                     _run([tool, "-w", *rule], check=version == 4)
+        if not self._ns_exists():
+            _run(["ip", "netns", "attach", self.router_ns, str(os.getpid())])
         super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        if self._ns_exists():
+            _run(["ip", "netns", "del", self.router_ns], check=False)  # the name only (attach)
 
 
 def _drop_chains() -> None:
@@ -341,7 +343,7 @@ def clear() -> list[str]:
             _run(["ip", "link", "del", ifb])
             done.append(f"{ifb}: ifb + netem {DOWN_HANDLE}")
         link = HostLink(dev, {}, {}, state_dir(), [])
-        if link.pid is not None:
+        if link.pid is not None or link._ns_exists():
             link.stop()
             done.append(f"{dev}: linkem process")
             for p in (link.config_path, link.stats_path, link.log_path):
