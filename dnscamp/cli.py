@@ -28,6 +28,9 @@ app.command("ingest")(ingest.ingest_command)
 app.command("dns")(__import__("dnscamp.commands.dns", fromlist=["x"]).dns_command)
 app.command("pageload")(__import__("dnscamp.commands.pageload", fromlist=["x"]).pageload_command)
 app.add_typer(__import__("dnscamp.commands.fleet", fromlist=["app"]).app, name="fleet")
+app.add_typer(__import__("dnscamp.commands.schedule", fromlist=["app"]).app, name="schedule")
+app.add_typer(__import__("dnscamp.commands.agent", fromlist=["app"]).app, name="agent")
+app.command("collect")(__import__("dnscamp.commands.collect", fromlist=["x"]).collect_command)
 app.add_typer(__import__("dnscamp.commands.link", fromlist=["app"]).app, name="link")
 
 

@@ -1,0 +1,95 @@
+"""`dnscamp schedule ...`: install a campaign's [campaign.schedule] into cron, and what cron runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from dnscamp import schedule as sch
+from dnscamp.commands.agent import BUCKET_OPT, VANTAGE_OPT, shipper
+from dnscamp.commands.campaign import _load
+from dnscamp.errors import die
+from vantage_agent import paths
+
+app = typer.Typer(help="Scheduled agents: cron entries that fire campaign runs and ship them.", no_args_is_help=True)
+SPEC_ARG = typer.Argument(..., help="Campaign spec (TOML) with a [campaign.schedule] table.")
+ENV_FILE = Path("/etc/dnscamp/vantage.env")
+
+
+def _scheduled(spec: Path):
+    s = _load(spec)
+    if s.campaign.schedule is None:
+        die(f"{spec}: campaign.schedule: missing (add a [campaign.schedule] table with cron = \"...\")")
+    return s
+
+
+@app.command("install")
+def install(spec: Path = SPEC_ARG) -> None:
+    """Write /etc/cron.d/dnscamp-<campaign> (root; DNSCAMP_CRON_D overrides the directory) or a
+    marked block in your crontab (DNSCAMP_CRONTAB overrides the command). Replaces a previous
+    install of the same campaign; touches nothing else."""
+    s = _scheduled(spec)
+    try:
+        where = sch.install(s.campaign.schedule, s.campaign.name, spec, paths.home())
+    except sch.ScheduleError as exc:
+        die(str(exc))
+    nxt = ", ".join(t.strftime("%Y-%m-%d %H:%M") for t in sch.next_firings(s.campaign.schedule))
+    typer.echo(f"installed {s.campaign.name} in {where}: {s.campaign.schedule.cron} (next: {nxt} UTC)")
+
+
+@app.command("list")
+def list_cmd(spec: Path = SPEC_ARG) -> None:
+    """Print the campaign's installed cron line(s) (nothing when not installed; exit 1)."""
+    s = _scheduled(spec)
+    lines = sch.installed(s.campaign.name)
+    for ln in lines:
+        typer.echo(ln)
+    raise typer.Exit(0 if lines else 1)
+
+
+@app.command("remove")
+def remove(spec: Path = SPEC_ARG) -> None:
+    """Remove the campaign's cron entry (only that one)."""
+    s = _scheduled(spec)
+    typer.echo(f"removed {s.campaign.name}" if sch.remove(s.campaign.name) else f"{s.campaign.name}: not installed")
+
+
+@app.command("fire")
+def fire(
+    spec: Path = SPEC_ARG,
+    bucket: str = BUCKET_OPT,
+    vantage: str = VANTAGE_OPT,
+    spool: Path = typer.Option(None, help="Spool directory (default $DNSCAMP_HOME/spool)."),
+) -> None:
+    """What cron runs (under flock -n): jitter, run or resume the campaign in a supervised
+    child, stop it at max_runtime_s (unfinished units become timeout records), ship. Logs to
+    $DNSCAMP_HOME/logs/<campaign>.log (rotated by size)."""
+    sch.load_env_file(ENV_FILE)
+    s = _scheduled(spec)
+    home = paths.home()
+    log = sch.firing_log(home, s.campaign.name)
+    spool = spool or paths.spool_dir()
+    import os
+
+    try:
+        res = sch.fire(s, spec.resolve(), home=home, spool_dir=spool, log=log,
+                       ship=shipper(spool, bucket or os.environ.get("DNSCAMP_RESULTS_BUCKET"),
+                                    vantage or os.environ.get("DNSCAMP_VANTAGE")))  # fmt: skip
+    except Exception as exc:
+        log.exception("firing failed: %s", exc)
+        raise
+    typer.echo(json.dumps(res.__dict__))
+
+
+@app.command("skipped")
+def skipped(spec: Path = SPEC_ARG, code: int = typer.Option(..., help="flock's exit code.")) -> None:
+    """Log a firing that did not run (cron runs this when flock -n fails)."""
+    s = _load(spec)
+    log = sch.firing_log(paths.home(), s.campaign.name)
+    if code == sch.SKIPPED:
+        log.warning("firing skipped: the previous firing still holds %s", sch.lock_path(paths.home(), s.campaign.name))
+    else:
+        log.warning("firing ended with exit code %d", code)
+    raise typer.Exit(code)
