@@ -9,7 +9,8 @@ the packets are caught differs:
 - ``netem``: egress = root ``prio`` qdisc (handle ``1dc:``, every priority to band 2) whose
   band 2 is netem (``1dd:``, the profile's ``up``); excluded destinations go to band 1
   (plain FIFO) by u32 filters. Ingress = the ``ingress`` qdisc redirects every packet (u32
-  filters with prefs in 0xdc00-0xdcff; excluded sources ``pass`` first) to an ifb device
+  filters with prefs in 0xdc00-0xdcff; excluded sources match first, with no action: the
+  first match ends classification and the packet goes on, so no act_gact is needed) to an ifb device
   ``dcifb-<dev>`` whose root is netem (``1de:``, the profile's ``down``).
 - ``linkem`` (driver backend ``nfqueue``): chains ``DNSCAMP-LINK-OUT``/``-IN`` (excluded
   CIDRs ``RETURN``, the rest NFQUEUE) reached from ``OUTPUT -o dev`` / ``INPUT -i dev``; the
@@ -131,7 +132,13 @@ def netem_params(cfg: dict) -> list[str]:
     """The netem options of one direction: driver.netem_argv's, without its ``tc qdisc ...`` head."""
     argv = driver.netem_argv("X", cfg)
     assert argv[:7] == ["tc", "qdisc", "replace", "dev", "X", "root", "netem"], argv
-    return argv[7:]
+    params = argv[7:]
+    # tc's netem takes the packet overhead positionally (`rate RATE [PACKETOVERHEAD ...]`,
+    # iproute2 q_netem.c); the keyword `packetoverhead` that netem_argv writes is refused
+    # ('What is "packetoverhead"?'), so it is dropped here and the number kept.
+    if "packetoverhead" in params:
+        params.remove("packetoverhead")
+    return params
 
 
 def netem_plan(dev: str, profile: Profile, excludes: list) -> list[list[str]]:
@@ -157,7 +164,7 @@ def netem_plan(dev: str, profile: Profile, excludes: list) -> list[list[str]]:
     for i, net in enumerate(excludes):
         proto, match = ("ip", "ip") if net.version == 4 else ("ipv6", "ip6")
         cmds.append(["tc", "filter", "add", "dev", dev, "parent", "ffff:", "protocol", proto, "pref",
-                     str(PREF_BASE + i + 1), "u32", "match", match, "src", str(net), "action", "pass"])
+                     str(PREF_BASE + i + 1), "u32", "match", match, "src", str(net), "flowid", "ffff:1"])
     cmds.append(["tc", "filter", "add", "dev", dev, "parent", "ffff:", "protocol", "all", "pref", str(PREF_REDIRECT),
                  "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb])
     return cmds
