@@ -1,0 +1,216 @@
+"""The results pipeline's faults on loopback (issue 14): agent spool -> ship (boto3) -> moto's S3
+server -> collect -> Postgres, each record exactly once whatever breaks in between."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors import s3 as coll
+from vantage_agent import ship
+
+pytestmark = pytest.mark.local
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "results-test"
+PING = json.loads((ROOT / "tests/fixtures/results/v1/ping.jsonl").read_text().splitlines()[0])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Moto:
+    """moto's S3 in server mode on a loopback port; stop() and start() keep its objects (its
+    backends live in this process), so it can be 'down for a while'."""
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.up = False
+
+    def start(self):
+        self.server.start()
+        self.up = True
+
+    def stop(self):
+        self.server.stop()
+        self.up = False
+
+
+@pytest.fixture()
+def moto(monkeypatch):
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    m = Moto()
+    m.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", m.url)
+    client = boto3.client("s3", endpoint_url=m.url)
+    client.create_bucket(Bucket=BUCKET)
+    m.client = client
+    yield m
+    if m.up:
+        for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):  # moto's state is per process
+            client.delete_object(Bucket=BUCKET, Key=o["Key"])
+        client.delete_bucket(Bucket=BUCKET)
+        m.stop()
+
+
+def record_lines(n: int, run: str = "r1", unit: str = "u", seed: int = 0) -> bytes:
+    out = []
+    for i in range(n):
+        r = dict(PING, id=str(uuid.UUID(int=(seed << 64) + i + 1, version=4)), run=run, unit=f"{unit}{i % 3}")
+        out.append(json.dumps(r))
+    return ("\n".join(out) + "\n").encode()
+
+
+def spool_run(spool: Path, campaign: str, run: str, units: int, per_unit: int, complete=True) -> int:
+    d = spool / campaign / run
+    d.mkdir(parents=True)
+    for u in range(units):
+        (d / f"unit{u:03d}.jsonl").write_bytes(record_lines(per_unit, run, f"unit{u:03d}-", seed=hash((campaign, run, u)) & 0xFFFF))
+    if complete:
+        (d / "complete.json").write_text("{}")
+    return units * per_unit
+
+
+def put_objects(client, n_objects: int, per_object: int, prefix="results/c/v/r1/") -> int:
+    for k in range(n_objects):
+        client.put_object(Bucket=BUCKET, Key=f"{prefix}u{k:03d}.jsonl.gz",
+                          Body=gzip.compress(record_lines(per_object, seed=1000 + k), mtime=0))  # fmt: skip
+    return n_objects * per_object
+
+
+def counts(url: str) -> tuple[int, int]:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT count(*), count(DISTINCT id) FROM results").fetchone()
+
+
+def test_s3_down_during_shipping_then_back(moto, tmp_path, fresh_db):
+    spool = tmp_path / "spool"
+    total = spool_run(spool, "c", "r1", units=4, per_unit=5)
+    spool_run(spool, "c", "r2", units=2, per_unit=5, complete=False)  # still going: not shipped yet
+    moto.stop()
+    down = ship.ship_and_report(spool, BUCKET, "v1", client=ship.s3_client(connect_timeout=0.5))
+    assert down["shipped"] == 0 and down["pending"] == 4 and down["runs_incomplete"] == 1 and down["errors"]
+    assert "status_error" in down and "testing" not in json.dumps(down)  # no credentials in what is printed
+    assert not (spool / "c/r1" / ship.LEDGER).exists() and len(list((spool / "c/r1").glob("*.jsonl"))) == 4
+    moto.start()  # hours later: the queue is shipped, nothing lost
+    up = ship.ship_and_report(spool, BUCKET, "v1")
+    assert up["shipped"] == 4 and up["pending"] == 0 and up["status_object"] == "status/v1.json"
+    keys = sorted(o["Key"] for o in moto.client.list_objects_v2(Bucket=BUCKET)["Contents"])
+    assert keys == ["results/c/v1/r1/unit000.jsonl.gz", "results/c/v1/r1/unit001.jsonl.gz",
+                    "results/c/v1/r1/unit002.jsonl.gz", "results/c/v1/r1/unit003.jsonl.gz", "status/v1.json"]  # fmt: skip
+    status = json.loads(moto.client.get_object(Bucket=BUCKET, Key="status/v1.json")["Body"].read())
+    assert status["last_run"]["run"] == "r1" and status["disk_free_bytes"] > 0 and status["agent_version"]
+    again = ship.ship(spool, BUCKET, "v1")  # the ledger, not a HEAD: nothing uploaded twice
+    assert again.shipped == 0 and again.already == 4
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert (st.collected, st.ingested, st.quarantined) == (4, total, 0)
+    assert counts(fresh_db) == (total, total)
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert (st.collected, st.unchanged) == (0, 4)
+
+
+def test_a_reupload_after_a_lost_ledger_is_byte_identical(moto, tmp_path, fresh_db):
+    """A crash between S3's answer and the ledger line: the unit goes again, same bytes, same ETag."""
+    spool = tmp_path / "spool"
+    spool_run(spool, "c", "r1", units=2, per_unit=3)
+    ship.ship(spool, BUCKET, "v1")
+    coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    (spool / "c/r1" / ship.LEDGER).unlink()
+    assert ship.ship(spool, BUCKET, "v1").shipped == 2
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert (st.unchanged, st.collected) == (2, 0) and counts(fresh_db) == (6, 6)
+
+
+def test_corrupt_objects_are_quarantined_by_key_and_the_rest_go_on(moto, fresh_db):
+    good = put_objects(moto.client, 3, 10)
+    blob = gzip.compress(record_lines(40, seed=77), mtime=0)
+    moto.client.put_object(Bucket=BUCKET, Key="results/c/v/r1/trunc.jsonl.gz", Body=blob[: len(blob) // 2])
+    moto.client.put_object(Bucket=BUCKET, Key="results/c/v/r1/badjson.jsonl.gz",
+                           Body=gzip.compress(record_lines(2, seed=78) + b'{"schema": oops\n'))  # fmt: skip
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert st.collected == 5 and st.quarantined == 2
+    with psycopg.connect(fresh_db) as c:
+        q = dict(c.execute("SELECT source_file, reason FROM quarantine").fetchall())
+        rows = dict(c.execute("SELECT key, quarantined FROM collected_objects").fetchall())
+    assert "corrupt file" in q[f"s3://{BUCKET}/results/c/v/r1/trunc.jsonl.gz"]
+    assert f"s3://{BUCKET}/results/c/v/r1/badjson.jsonl.gz" in q
+    assert rows["results/c/v/r1/trunc.jsonl.gz"] == 1 and rows["results/c/v/r1/u000.jsonl.gz"] == 0
+    n, distinct = counts(fresh_db)
+    assert n == distinct and good + 2 <= n < good + 2 + 40  # the whole lines before the break are kept
+    assert coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client).unchanged == 5
+
+
+COLLECTOR = """
+import json, os, signal, sys
+from collectors import s3
+from tests.local.test_pipeline_collect import BUCKET
+kill_at = int(sys.argv[3])
+seen = []
+def before_record(key):
+    seen.append(key)
+    if len(seen) == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)  # after the object's batches, before its ledger row
+st = s3.collect(sys.argv[1], sys.argv[2], endpoint_url=os.environ["AWS_ENDPOINT_URL_S3"], before_record=before_record)
+print(json.dumps(st.as_json()), flush=True)
+"""
+
+
+def _collector(url: str, kill_at: int = 0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", COLLECTOR, f"s3://{BUCKET}/results/", url, str(kill_at)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kill_at=st.integers(1, 6), delay=st.one_of(st.none(), st.floats(0.0, 1.5)))
+def test_collector_killed_anywhere_then_rerun_gives_each_record_once(moto, fresh_db, kill_at, delay):
+    """kill -9 either between an object's last batch and its ledger row (the kill_at-th object),
+    or at a random moment; the rerun stores every record exactly once."""
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("TRUNCATE results, quarantine, collected_objects")
+    total = put_objects(moto.client, 6, 200)
+    p = _collector(fresh_db, 0 if delay is not None else kill_at)
+    if delay is not None:
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+    p.wait(timeout=120)
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert st.quarantined == 0
+    assert counts(fresh_db) == (total, total)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(*) FROM collected_objects").fetchone()[0] == 6
+
+
+def test_two_collectors_at_once(moto, fresh_db):
+    total = put_objects(moto.client, 12, 300)
+    procs = [_collector(fresh_db) for _ in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    stats = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    assert sum(s["ingested"] for s in stats) == total
+    assert counts(fresh_db) == (total, total)
+    with psycopg.connect(fresh_db) as c:
+        # each object was taken by one collector (the advisory lock): its row holds all its records
+        assert c.execute("SELECT count(*), sum(ingested) FROM collected_objects").fetchone() == (12, total)
