@@ -333,6 +333,8 @@ def clear() -> list[str]:
     done = []
     devs = {st["dev"]} if st.get("dev") else set()
     devs |= {q["dev"] for q in _tc_json("qdisc", "show") if q.get("handle") == ROOT_HANDLE and q.get("dev")}
+    prefix = f"{_netns_id()}-"  # a linkem pid file without a record (record lost): its device
+    devs |= {p.name[len(prefix):-len(".pid")] for p in state_dir().glob(prefix + "*.pid")}
     for dev in sorted(devs):
         if _our_root(dev):
             _run(["tc", "qdisc", "del", "dev", dev, "root"])
