@@ -66,6 +66,11 @@ class Pair:
         p = sh("ip", "netns", "exec", self.a, "ping", "-U", "-n", "-c", str(count), "-i", "0.05", "-W", "2", target)
         return [float(m) for m in re.findall(r"time=([\d.]+) ms", p.stdout)]
 
+    def offloads(self) -> dict[str, str]:
+        text = sh("ip", "netns", "exec", self.a, "ethtool", "-k", self.dev).stdout
+        keys = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
+        return {k: v.split()[0] for k, v in (ln.split(":", 1) for ln in text.splitlines() if ":" in ln) if k in keys}
+
     def show(self) -> dict:
         p = self.dnscamp("show", "--json")
         assert p.returncode == 0, p.stderr
@@ -122,8 +127,12 @@ def test_apply_show_reapply_clear(pair, backend):
     base = statistics.median(pair.rtts(pair.shaped, 5))
     assert base < 5, base
 
+    sh("ip", "netns", "exec", pair.a, "ethtool", "-K", pair.dev, "gro", "on")  # veths start with it off
+    before = pair.offloads()
+    assert before["generic-receive-offload"] == "on"
     p = pair.dnscamp("apply", "4g", "--backend", backend, "--exclude", pair.unshaped + "/32")
     assert p.returncode == 0, p.stderr
+    assert set(pair.offloads().values()) == {"off"}  # wire-size packets through the emulation
     assert p.stdout.startswith(f"applied: 4g on {pair.dev} ({backend})"), p.stdout
     want = profiles["4g"].rtt_ms
     r = pair.rtts(pair.shaped)
@@ -163,6 +172,7 @@ def test_apply_show_reapply_clear(pair, backend):
     assert sh("ip", "netns", "pids", pair.a).stdout.strip() == ""  # the emulator is gone
     assert not Path(f"/run/netns/dnscamp-link-net-{pair.ino}").exists()
     assert statistics.median(pair.rtts(pair.shaped, 5)) < 5
+    assert pair.offloads() == before  # put back as they were
     assert pair.dnscamp("clear").stdout.strip() == "nothing to remove"
 
 
