@@ -105,13 +105,22 @@ def render_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str 
 
 @app.command("plan")
 def plan_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
-                 profile: str | None = PROFILE) -> None:
+                 profile: str | None = PROFILE, plan_json: Path | None = typer.Option(
+                     None, "--plan-json", help="Also write the plan as JSON (`terraform show -json`), e.g. for checkov.")) -> None:
     """Render, then `init` and `plan` (read-only; the agent URLs are plan-only placeholders)."""
     _, build = _render(spec, out, endpoint_url)
     _tool()
     env = _env(profile)
     _init(build, env)
-    _tf(["plan", "-input=false", "-no-color"], build, env)
+    if plan_json is None:
+        _tf(["plan", "-input=false", "-no-color"], build, env)
+        return
+    _tf(["plan", "-input=false", "-no-color", "-out=tfplan"], build, env)
+    from dnscamp.fleet import toolchain
+
+    shown = toolchain.run(["show", "-json", "tfplan"], cwd=build, env_extra=env, check=True)
+    plan_json.write_text(shown.stdout)
+    typer.echo(f"fleet: plan JSON written to {plan_json}")
 
 
 @app.command("apply")

@@ -198,6 +198,13 @@ def test_apply_status_policy_destroy(moto):
     finally:
         set_auth(m, "inf")
 
+    # a second apply (new wheel upload, new presigned URLs in the user data) keeps the running
+    # agents: user data acts at first boot only (lifecycle ignore_changes in the module)
+    ids = sorted(i["id"] for i in st["instances"] if i["state"] == "running")
+    cli(m, "apply", "--out", str(m["build"]), "--yes")
+    st = json.loads(cli(m, "status", "--json").stdout)
+    assert sorted(i["id"] for i in st["instances"] if i["state"] == "running") == ids
+
     st = json.loads(cli(m, "status", "--json").stdout)
     assert st["vantages"]["alpha"]["last_upload_key"] == f"results/{CAMPAIGN}/alpha/batch-1.jsonl"
     assert st["vantages"]["alpha"]["status"] == {"state": "ok"} and st["vantages"]["beta"]["status"] is None
@@ -234,3 +241,25 @@ def test_no_terraform_on_path_is_refused_by_name(moto, tmp_path):
     r = subprocess.run([*DNSCAMP, "fleet", "plan", str(m["spec"]), "--out", str(tmp_path / "b")],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "neither tofu nor terraform on PATH" in r.stderr
+
+
+def test_checkov_on_the_planned_fleet(moto, tmp_path):
+    """checkov over what the rendered root would create (the plan, with the modules' real values),
+    beside test_infra_modules.py's scan of the modules' source: zero failed checks, and every
+    skip is one carried in the modules' code with its reason (mapped back via the repo root)."""
+    from tests import tools
+
+    checkov = tools.require("checkov", "install/60-infra.sh")
+    plan = tmp_path / "plan.json"
+    cli(moto, "plan", "--out", str(tmp_path / "build"), "--plan-json", str(plan))
+    planned = json.loads(plan.read_text())
+    types = {r["type"] for r in planned["resource_changes"]}
+    assert {"aws_instance", "aws_s3_bucket", "aws_iam_role_policy"} <= types or {"aws_instance", "aws_s3_bucket"} <= types
+    p = subprocess.run([checkov, "-f", str(plan), "--framework", "terraform_plan", "--skip-download", "-o", "json",
+                        "--repo-root-for-plan-enrichment", str(REPO / "infra")],
+                       capture_output=True, text=True, cwd=REPO, timeout=600)
+    report = json.loads(p.stdout)
+    report = report if isinstance(report, dict) else report[0]
+    failed = [(c["check_id"], c["resource"]) for c in report["results"]["failed_checks"]]
+    assert report["summary"]["passed"] >= 30 and not failed and p.returncode == 0, failed
+    assert all(len(c["check_result"].get("suppress_comment") or "") > 20 for c in report["results"]["skipped_checks"])

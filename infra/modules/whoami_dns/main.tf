@@ -93,7 +93,6 @@ resource "aws_instance" "dns" {
   associate_public_ip_address = true
   ebs_optimized               = true
   user_data                   = local.user_data
-  user_data_replace_on_change = true
 
   metadata_options {
     http_endpoint               = "enabled"
@@ -110,6 +109,13 @@ resource "aws_instance" "dns" {
   }
 
   tags = merge(local.tags, { Name = local.name })
+
+  # User data carries presigned URLs that change on every `dnscamp fleet apply`; it only acts at
+  # first boot, so a change must not replace a running agent mid-campaign. A deliberate
+  # redeploy is `terraform apply -replace=...` (docs/fleet.md).
+  lifecycle {
+    ignore_changes = [user_data]
+  }
 }
 
 resource "aws_eip_association" "dns" {
