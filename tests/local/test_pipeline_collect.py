@@ -214,3 +214,27 @@ def test_two_collectors_at_once(moto, fresh_db):
     with psycopg.connect(fresh_db) as c:
         # each object was taken by one collector (the advisory lock): its row holds all its records
         assert c.execute("SELECT count(*), sum(ingested) FROM collected_objects").fetchone() == (12, total)
+
+
+def test_the_commands_as_the_writer_role(moto, tmp_path):
+    """`dnscamp agent ship` (exit 4 while S3 is down, the queue in its JSON) and `dnscamp collect`
+    as the store's writer role (its grants on collected_objects; the session's store)."""
+    from typer.testing import CliRunner
+
+    from dnscamp.cli import app
+
+    spool = tmp_path / "spool"
+    spool_run(spool, "cli", "r1", units=3, per_unit=4)
+    dead = f"http://127.0.0.1:{free_port()}"
+    args = ["agent", "ship", "--bucket", BUCKET, "--vantage", "v9", "--spool", str(spool)]
+    r = CliRunner().invoke(app, args, env={"AWS_ENDPOINT_URL_S3": dead})
+    assert r.exit_code == 4 and json.loads(r.stdout)["pending"] == 3, r.output
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and json.loads(r.stdout)["shipped"] == 3, r.output
+    r = CliRunner().invoke(app, ["collect", f"s3://{BUCKET}/results/cli/", "--endpoint-url", moto.url, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
+        "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
+        "quarantined": 0}  # fmt: skip
+    r = CliRunner().invoke(app, ["collect", "not-a-uri"])
+    assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output
