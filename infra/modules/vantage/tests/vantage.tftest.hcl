@@ -147,7 +147,9 @@ run "one_instance_per_count_and_a_given_ami" {
     error_message = "every instance uses the given AMI and type; no profile is tagged none"
   }
   assert {
-    condition     = strcontains(aws_instance.agent[0].user_data, "profile=''")
+    # instances created in this run carry the new user data; a running one keeps what it booted
+    # with (lifecycle ignore_changes: user data acts at first boot only)
+    condition     = strcontains(output.user_data, "profile=''") && strcontains(aws_instance.agent[2].user_data, "profile=''")
     error_message = "no network profile applied when none is given"
   }
 }
