@@ -178,8 +178,8 @@ def netem_argv(dev: str, cfg: dict) -> list[str]:
         mbps = c["rate_mbps"]
         a += ["rate", f"{mbps * 1000:.6f}".rstrip("0").rstrip(".") + "kbit"]
         extra = c["framing_overhead_bytes"] - 14  # netem's rate already counts the 14 B header
-        if extra:
-            a += ["packetoverhead", str(extra)]
+        if extra:  # positional (`rate RATE [PACKETOVERHEAD ...]`, iproute2 q_netem.c): tc has no keyword
+            a.append(str(extra))
         if c["queue_limit_bytes"] is not None:
             q_ms = c["queue_limit_bytes"] * 8 / (mbps * 1e3)
         else:

@@ -132,13 +132,7 @@ def netem_params(cfg: dict) -> list[str]:
     """The netem options of one direction: driver.netem_argv's, without its ``tc qdisc ...`` head."""
     argv = driver.netem_argv("X", cfg)
     assert argv[:7] == ["tc", "qdisc", "replace", "dev", "X", "root", "netem"], argv
-    params = argv[7:]
-    # tc's netem takes the packet overhead positionally (`rate RATE [PACKETOVERHEAD ...]`,
-    # iproute2 q_netem.c); the keyword `packetoverhead` that netem_argv writes is refused
-    # ('What is "packetoverhead"?'), so it is dropped here and the number kept.
-    if "packetoverhead" in params:
-        params.remove("packetoverhead")
-    return params
+    return argv[7:]
 
 
 def netem_plan(dev: str, profile: Profile, excludes: list) -> list[list[str]]:

@@ -49,12 +49,12 @@ def test_netem_argv_matches_rust_tests():
                                     "jitter_correlation": 0.25, "loss": {"model": "random", "p": 0.005},
                                     "rate_mbps": 22.1, "queue_limit_ms": 100.0})
     assert " ".join(a) == ("tc qdisc replace dev veth0 root netem delay 53300us 1000us 25% distribution normal "
-                           "loss random 0.5% rate 22100kbit packetoverhead 24 limit 1000")
+                           "loss random 0.5% rate 22100kbit 24 limit 1000")
     g = driver.netem_argv("e", {"delay_ms": 10.0, "loss": {"model": "gilbert_elliott", "p": 0.01, "r": 0.25,
                                                           "k": 0.99, "h": 0.1},
                                 "rate_mbps": 100.0, "queue_limit_ms": 200.0})
     assert " ".join(g) == ("tc qdisc replace dev e root netem delay 10000us loss gemodel 1% 25% 90% 1% "
-                           "rate 100000kbit packetoverhead 24 limit 1750")
+                           "rate 100000kbit 24 limit 1750")
     with pytest.raises(driver.LinkError):
         driver.netem_argv("e", {"trace_file": "x"})
 

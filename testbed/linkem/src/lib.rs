@@ -610,7 +610,7 @@ fn fmt_num(x: f64) -> String {
 /// `tc qdisc replace dev <dev> root netem ...` for one direction (egress of `dev`).
 ///
 /// Framing: netem's rate counts skb->len, which includes the 14 B Ethernet header at egress,
-/// so `packetoverhead` is the configured overhead minus 14 (24 B by default).
+/// so the packet overhead is the configured overhead minus 14 (24 B by default).
 /// netem's `limit` is in packets and covers the delay line as well as the queue: it is set to
 /// the packets that rate x (delay + 4 jitter + queue limit) holds at 1500 B, at least 1000.
 pub fn netem_argv(dev: &str, cfg: &DirectionConfig) -> Result<Vec<String>, ConfigError> {
@@ -660,7 +660,7 @@ pub fn netem_argv(dev: &str, cfg: &DirectionConfig) -> Result<Vec<String>, Confi
         a.push(format!("{}kbit", fmt_num(mbps * 1000.0)));
         let extra = cfg.framing_overhead_bytes as i64 - 14;
         if extra != 0 {
-            a.push("packetoverhead".into());
+            // positional (`rate RATE [PACKETOVERHEAD ...]`, iproute2 q_netem.c): tc has no keyword
             a.push(extra.to_string());
         }
         let q_ms = match (cfg.queue_limit_bytes, cfg.effective_queue_limit_ms()) {
@@ -986,7 +986,7 @@ mod tests {
         assert_eq!(
             a,
             "tc qdisc replace dev veth0 root netem delay 53300us 1000us 25% distribution normal \
-             loss random 0.5% rate 22100kbit packetoverhead 24 limit 1000"
+             loss random 0.5% rate 22100kbit 24 limit 1000"
         );
         let g = DirectionConfig {
             delay_ms: 10.0,
@@ -1000,7 +1000,7 @@ mod tests {
         assert_eq!(
             a,
             "tc qdisc replace dev e root netem delay 10000us loss gemodel 1% 25% 90% 1% \
-             rate 100000kbit packetoverhead 24 limit 1750"
+             rate 100000kbit 24 limit 1750"
         );
         let t = DirectionConfig { trace_file: Some("f".into()), ..Default::default() };
         assert!(netem_argv("e", &t).is_err());
