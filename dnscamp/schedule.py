@@ -185,6 +185,18 @@ def remove(campaign: str) -> bool:
     return True
 
 
+def overlap_warning(sched: ScheduleSpec, samples: int = 200) -> str | None:
+    """A warning when jitter + max_runtime can outlast the shortest gap between two firings:
+    the later firing would then be skipped (flock -n), not run late."""
+    t = next_firings(sched, samples, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    gap = min((b - a).total_seconds() for a, b in zip(t, t[1:]))
+    need = sched.jitter_s + sched.max_runtime_s
+    if need > gap:
+        return (f"jitter_s + max_runtime_s = {need:g} s exceeds the shortest gap between firings ({gap:g} s): "
+                "a firing that finds the previous one still running is skipped")
+    return None
+
+
 def next_firings(sched: ScheduleSpec, n: int = 3, start: datetime | None = None) -> list[datetime]:
     it = croniter(sched.cron, start or datetime.now(timezone.utc))
     return [it.get_next(datetime) for _ in range(n)]

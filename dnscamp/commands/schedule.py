@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -37,6 +38,8 @@ def install(spec: Path = SPEC_ARG) -> None:
         die(str(exc))
     nxt = ", ".join(t.strftime("%Y-%m-%d %H:%M") for t in sch.next_firings(s.campaign.schedule))
     typer.echo(f"installed {s.campaign.name} in {where}: {s.campaign.schedule.cron} (next: {nxt} UTC)")
+    if warning := sch.overlap_warning(s.campaign.schedule):
+        sys.stderr.write(f"dnscamp: warning: {spec}: campaign.schedule: {warning}\n")
 
 
 @app.command("list")

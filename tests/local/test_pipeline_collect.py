@@ -231,10 +231,18 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
     assert r.exit_code == 4 and json.loads(r.stdout)["pending"] == 3, r.output
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0 and json.loads(r.stdout)["shipped"] == 3, r.output
-    r = CliRunner().invoke(app, ["collect", f"s3://{BUCKET}/results/cli/", "--endpoint-url", moto.url, "--json"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
-        "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
-        "quarantined": 0}  # fmt: skip
+    try:
+        r = CliRunner().invoke(app, ["collect", f"s3://{BUCKET}/results/cli/", "--endpoint-url", moto.url, "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
+            "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
+            "quarantined": 0}  # fmt: skip
+    finally:  # the session's store is fresh_db's template: leave it as it was
+        from db import engine
+
+        with psycopg.connect(engine.database_url("owner")) as c:
+            ids = [json.loads(ln)["id"] for f in spool.glob("*/*/*.jsonl") for ln in f.read_text().splitlines()]
+            c.execute("DELETE FROM results WHERE id = ANY(%s::uuid[])", (ids,))
+            c.execute("DELETE FROM collected_objects WHERE bucket = %s", (BUCKET,))
     r = CliRunner().invoke(app, ["collect", "not-a-uri"])
     assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output

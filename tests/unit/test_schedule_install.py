@@ -160,3 +160,21 @@ def test_next_firings_follow_the_cron():
 
     t = sch.next_firings(sch.ScheduleSpec(cron="17 */3 * * *"), 2, datetime(2026, 1, 1, 1, 0, tzinfo=timezone.utc))
     assert [x.strftime("%H:%M") for x in t] == ["03:17", "06:17"]
+
+
+def test_overlap_warning_when_a_run_can_outlast_the_gap():
+    assert sch.overlap_warning(sch.ScheduleSpec(cron="17 */3 * * *", jitter_s=300, max_runtime_s=3600)) is None
+    w = sch.overlap_warning(sch.ScheduleSpec(cron="*/10 * * * *", jitter_s=120, max_runtime_s=540))
+    assert w and "660 s exceeds the shortest gap between firings (600 s)" in w
+
+
+def test_the_firing_log_rotates_by_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(sch, "LOG_BYTES", 4096)
+    log = sch.firing_log(tmp_path, "rot")
+    for i in range(400):
+        log.info("line %d %s", i, "x" * 60)
+    names = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert names == ["rot.log", *(f"rot.log.{i}" for i in range(1, sch.LOG_BACKUPS + 1))]
+    assert all(p.stat().st_size <= 4096 for p in (tmp_path / "logs").iterdir())
+    for h in log.handlers:
+        h.close()
