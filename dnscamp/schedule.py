@@ -5,10 +5,24 @@
     jitter_s = 300          # each firing sleeps a random 0..jitter_s first (spreads the fleet)
     max_runtime_s = 3600    # a run still going after this is stopped; its units end as timeout
 
-Only the model lives here; installing it (cron.d / crontab) is ``dnscamp schedule``.
+The model, and what `dnscamp schedule install|list|remove|fire` does with it: the cron.d file
+or crontab block, and one firing (jitter, supervised run, timeouts, ship).
 """
 
 from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Callable
 
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,18 +51,6 @@ class ScheduleSpec(BaseModel):
 # Root writes /etc/cron.d/dnscamp-<campaign> (a file of its own); anyone else gets a marked block
 # in their crontab (`crontab -l` / `crontab -`). Both are injectable so that tests never touch
 # this machine's cron: DNSCAMP_CRON_D (the cron.d directory) and DNSCAMP_CRONTAB (the command).
-
-import json  # noqa: E402  (the installer's imports, kept beside it)
-import logging  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shlex  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
-from logging.handlers import RotatingFileHandler  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 SKIPPED = 75  # flock -E: the exit code of a firing skipped because the lock is held (EX_TEMPFAIL)
 LOG_BYTES, LOG_BACKUPS = 1 << 20, 5  # the firing log rotates itself: 6 MiB at most per campaign
@@ -275,7 +277,7 @@ def _die_with_parent() -> None:
 
 
 def fire(spec, spec_path: Path, *, home: Path, spool_dir: Path, log: logging.Logger,
-         ship: "callable | None" = None, rng=None) -> Firing:  # fmt: skip
+         ship: Callable[[], dict] | None = None, rng=None) -> Firing:  # fmt: skip
     """One scheduled firing: jitter, run (or resume the run a killed firing left unfinished)
     in a supervised child, stop it at max_runtime_s (its unfinished units become timeout
     records), then ``ship()`` (which ships every completed run not shipped yet)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -74,8 +75,6 @@ def fire(
     home = paths.home()
     log = sch.firing_log(home, s.campaign.name)
     spool = spool or paths.spool_dir()
-    import os
-
     try:
         res = sch.fire(s, spec.resolve(), home=home, spool_dir=spool, log=log,
                        ship=shipper(spool, bucket or os.environ.get("DNSCAMP_RESULTS_BUCKET"),
