@@ -17,7 +17,9 @@ from vantage_agent import paths
 
 app = typer.Typer(help="Scheduled agents: cron entries that fire campaign runs and ship them.", no_args_is_help=True)
 SPEC_ARG = typer.Argument(..., help="Campaign spec (TOML) with a [campaign.schedule] table.")
-ENV_FILE = Path("/etc/dnscamp/vantage.env")
+# The vantage's identity (campaign, vantage, bucket), written by cloud-init; a $DNSCAMP_HOME/
+# vantage.env comes first, so several agents on one machine (the rehearsal) each have their own.
+ENV_FILES = ("vantage.env", Path("/etc/dnscamp/vantage.env"))
 
 
 def _scheduled(spec: Path):
@@ -70,7 +72,8 @@ def fire(
     """What cron runs (under flock -n): jitter, run or resume the campaign in a supervised
     child, stop it at max_runtime_s (unfinished units become timeout records), ship. Logs to
     $DNSCAMP_HOME/logs/<campaign>.log (rotated by size)."""
-    sch.load_env_file(ENV_FILE)
+    for f in ENV_FILES:
+        sch.load_env_file(paths.home() / f)  # an absolute path stays itself
     s = _scheduled(spec)
     home = paths.home()
     log = sch.firing_log(home, s.campaign.name)

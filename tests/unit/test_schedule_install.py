@@ -178,3 +178,14 @@ def test_the_firing_log_rotates_by_size(tmp_path, monkeypatch):
     assert all(p.stat().st_size <= 4096 for p in (tmp_path / "logs").iterdir())
     for h in log.handlers:
         h.close()
+
+
+def test_vantage_env_file_fills_only_what_is_unset(tmp_path, monkeypatch):
+    f = tmp_path / "vantage.env"
+    f.write_text("# cloud-init\nDNSCAMP_VANTAGE=v-eu\nDNSCAMP_RESULTS_BUCKET=b1\nnot a line\n")
+    monkeypatch.setenv("DNSCAMP_RESULTS_BUCKET", "set-by-cron")
+    monkeypatch.setenv("DNSCAMP_VANTAGE", "")  # recorded, so that the teardown removes what the file sets
+    monkeypatch.delenv("DNSCAMP_VANTAGE")
+    sch.load_env_file(f)
+    assert os.environ["DNSCAMP_VANTAGE"] == "v-eu" and os.environ["DNSCAMP_RESULTS_BUCKET"] == "set-by-cron"
+    sch.load_env_file(tmp_path / "missing.env")  # no file: nothing happens
