@@ -246,3 +246,20 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
             c.execute("DELETE FROM collected_objects WHERE bucket = %s", (BUCKET,))
     r = CliRunner().invoke(app, ["collect", "not-a-uri"])
     assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output
+
+
+def test_a_changed_object_is_collected_again_and_its_records_dedupe(moto, fresh_db):
+    key = "results/c/v/r1/u.jsonl.gz"
+    first = record_lines(5, seed=5)
+    moto.client.put_object(Bucket=BUCKET, Key=key, Body=gzip.compress(first, mtime=0))
+    coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    changed = json.loads(first.splitlines()[0]) | {"status": "timeout", "error": "x"}  # another record, a stored id
+    sixth = record_lines(6, seed=5).splitlines(True)[5]  # a new record
+    body = first + sixth + (json.dumps(changed) + "\n").encode()
+    moto.client.put_object(Bucket=BUCKET, Key=key, Body=gzip.compress(body, mtime=0))
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert (st.collected, st.ingested, st.duplicates, st.quarantined) == (1, 1, 5, 1)
+    assert counts(fresh_db) == (6, 6)
+    with psycopg.connect(fresh_db) as c:
+        assert "id_conflict" in c.execute("SELECT reason FROM quarantine").fetchone()[0]
+        assert c.execute("SELECT ingested, duplicates, quarantined FROM collected_objects").fetchone() == (1, 5, 1)
