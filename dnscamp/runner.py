@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -64,7 +65,37 @@ class RunSummary:
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    """UTC time of the run; on a fleet instance also its region and a random tag, because every
+    instance of a vantage ships under the same prefix (results/<campaign>/<vantage>/<run>/...) and
+    two of them firing in the same second must not write the same object key."""
+    t = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    me = fleet_identity()
+    return t if me is None else f"{t}-{me[1] or 'any'}-{secrets.token_hex(3)}"
+
+
+def fleet_identity() -> tuple[str, str | None] | None:
+    """(vantage id, region) on a fleet instance: its user data writes DNSCAMP_VANTAGE and
+    DNSCAMP_REGION (/etc/dnscamp/vantage.env, docs/fleet.md); None elsewhere."""
+    vid = os.environ.get("DNSCAMP_VANTAGE")
+    return (vid, os.environ.get("DNSCAMP_REGION") or None) if vid else None
+
+
+def runs_here(v: Vantage) -> bool:
+    """Whether this machine runs a vantage's units: on a fleet instance exactly its own vantage
+    (whatever the provider, never the testbed); elsewhere the local and testbed vantages."""
+    me = fleet_identity()
+    if me is None:
+        return v.provider in RUNNABLE_PROVIDERS
+    return v.id == me[0] and v.provider != "testbed"
+
+
+def as_run_here(u: Unit) -> Unit:
+    """The unit as this machine runs it: a fleet instance records its own region (a vantage of
+    several regions is planned once, with region None)."""
+    me = fleet_identity()
+    if me is None or me[1] is None or u.vantage.region == me[1]:
+        return u
+    return replace(u, vantage=u.vantage.model_copy(update={"region": me[1]}))
 
 
 def find_resumable(spool_dir: Path, spec: CampaignSpec) -> str | None:
@@ -209,8 +240,8 @@ def run(
     pending: Counter = Counter(b for b, uid in the_plan.cells() if uid not in done)
     summary.units_skipped = the_plan.size - sum(pending.values())
     blocks = the_plan.blocks
-    skipped_providers = sorted({blocks[b].vantage.provider for b in pending} - set(RUNNABLE_PROVIDERS))
-    todo = {b for b in pending if blocks[b].vantage.provider in RUNNABLE_PROVIDERS}
+    todo = {b for b in pending if runs_here(blocks[b].vantage)}
+    skipped_providers = sorted({blocks[b].vantage.provider for b in pending if b not in todo})
     if skipped_providers:
         sys.stderr.write(
             f"dnscamp: units of providers {', '.join(skipped_providers)} run on their own vantage agents "
@@ -236,6 +267,7 @@ def run(
             for u in the_plan.units(blocks=todo):
                 if u.id in done:
                     continue
+                u = as_run_here(u)
                 ns = _namespace(u.vantage) if where[u.kind] == "client" else None
                 executed.write(json.dumps({
                     "unit": u.id, "order": u.order, "started": utcnow().isoformat(),

@@ -254,12 +254,13 @@ def mark_timeout(spec, spool_dir: Path, run_id: str, max_runtime_s: float) -> in
     the_plan = make_plan(spec, run_id, max_units=None)
     run_dir = spool_dir / spec.campaign.name / run_id
     done = {e.name[: -len(".jsonl")] for e in os.scandir(run_dir) if e.name.endswith(".jsonl")} if run_dir.is_dir() else set()
-    runnable = {i for i, b in enumerate(the_plan.blocks) if b.vantage.provider in runner.RUNNABLE_PROVIDERS}
+    runnable = {i for i, b in enumerate(the_plan.blocks) if runner.runs_here(b.vantage)}
     spool, n, now = SpoolWriter(spool_dir), 0, utcnow()
     reason = f"{Timeout.__name__}: the scheduled run was stopped at max_runtime_s = {max_runtime_s:g} s before this unit ended"
     for u in the_plan.units(blocks=runnable):
         if u.id not in done:
-            spool.write([make_record(u, started_at=now, body={}, status=Timeout.status, error=reason)], name=u.id)
+            spool.write([make_record(runner.as_run_here(u), started_at=now, body={}, status=Timeout.status, error=reason)],
+                        name=u.id)
             n += 1
     summary = {"campaign": spec.campaign.name, "run": run_id, "stopped_at_max_runtime_s": max_runtime_s,
                "units_timeout": n, "units_total": the_plan.size}  # fmt: skip
