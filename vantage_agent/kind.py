@@ -30,7 +30,7 @@ from typing import Any, Iterable, Protocol
 
 from pydantic import BaseModel
 
-from vantage_agent import errors
+from vantage_agent import errors, link_state
 from vantage_agent.records import SCHEMA_V1, Envelope, Vantage
 
 
@@ -90,6 +90,7 @@ def base_env() -> dict[str, Any]:
         "python": platform.python_version(),
         "hostname": platform.node(),
         "netns": os.environ.get("DNSCAMP_NETNS"),
+        "link": link_state.applied(),  # what `dnscamp link` shapes here (fleet vantages), or None
     }
 
 

@@ -61,17 +61,8 @@ def _ifb_name(dev: str) -> str:
     return f"dcifb-{dev}"[:15]
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get("DNSCAMP_LINK_STATE_DIR") or "/run/dnscamp/link")
-
-
-def _netns_id() -> str:
-    return f"net-{os.stat('/proc/self/ns/net').st_ino}"
-
-
-def state_path() -> Path:
-    """The record of what this network namespace has applied (namespaces share /run)."""
-    return state_dir() / f"{_netns_id()}.json"
+# Where the state lives is the agent's definition (records read it as env.link).
+from vantage_agent.link_state import netns_id as _netns_id, state_dir, state_path  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,14 @@ class Pair:
         return subprocess.run(["ip", "netns", "exec", self.a, sys.executable, "-c", _LINK_CLI, *args],
                               capture_output=True, text=True, timeout=120, cwd=ROOT, env=self.env)
 
+    def record_link(self) -> dict | None:
+        """env.link of a record made in namespace a (vantage_agent.kind.base_env, as every kind's)."""
+        code = "import json; from vantage_agent.kind import base_env; print(json.dumps(base_env()['link']))"
+        p = subprocess.run(["ip", "netns", "exec", self.a, sys.executable, "-c", code],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT, env=self.env)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
     def rtts(self, target: str, count: int = 20) -> list[float]:
         p = sh("ip", "netns", "exec", self.a, "ping", "-U", "-n", "-c", str(count), "-i", "0.05", "-W", "2", target)
         return [float(m) for m in re.findall(r"time=([\d.]+) ms", p.stdout)]
@@ -143,6 +151,8 @@ def test_apply_show_reapply_clear(pair, backend):
     assert s["in_place"] and s["applied"]["profile"]["name"] == "4g" and s["applied"]["dev"] == pair.dev
     assert s["applied"]["excludes"] == [pair.unshaped + "/32"] and s["applied"]["backend"] == backend
     assert "Kosek" in s["applied"]["profile"]["source"]
+    assert pair.record_link() == {"profile": "4g", "backend": backend, "dev": pair.dev,
+                                  "applied_at": s["applied"]["applied_at"]}  # records say what shapes them
     if backend == "linkem":
         assert any("NFQUEUE" in ln for ln in s["live"]["iptables"]) and s["live"]["linkem_alive"]
         pid = s["applied"]["linkem"]["pid"]
@@ -168,6 +178,7 @@ def test_apply_show_reapply_clear(pair, backend):
     assert p.returncode == 0 and p.stdout.startswith("removed: "), p.stdout
     s4 = pair.show()
     assert s4["applied"] is None and not s4["live"]["iptables"] and not s4["live"]["linkem_alive"]
+    assert pair.record_link() is None
     assert "1dc:" not in s4["live"]["qdiscs"] and "ifb" not in s4["live"] and not s4["live"]["ingress_filters"]
     assert sh("ip", "netns", "pids", pair.a).stdout.strip() == ""  # the emulator is gone
     assert not Path(f"/run/netns/dnscamp-link-net-{pair.ino}").exists()
