@@ -63,8 +63,12 @@ class Pair:
                               capture_output=True, text=True, timeout=120, cwd=ROOT, env=self.env)
 
     def record_link(self) -> dict | None:
-        """env.link of a record made in namespace a (vantage_agent.kind.base_env, as every kind's)."""
-        code = "import json; from vantage_agent.kind import base_env; print(json.dumps(base_env()['link']))"
+        """env.link of a record made in namespace a (vantage_agent.kind.make_record, as every kind's)."""
+        code = ("import json, datetime; from vantage_agent.kind import Unit, make_record; "
+                "from vantage_agent.records import Vantage; "
+                "u = Unit(id='u', campaign='c', run='r', kind='ping', vantage=Vantage(id='v', provider='local'), "
+                "target='t', repetition=0, params={}, seed=1); "
+                "print(json.dumps(make_record(u, started_at=datetime.datetime.now(datetime.timezone.utc), body={}).env['link']))")
         p = subprocess.run(["ip", "netns", "exec", self.a, sys.executable, "-c", code],
                            capture_output=True, text=True, timeout=60, cwd=ROOT, env=self.env)
         assert p.returncode == 0, p.stderr
