@@ -32,6 +32,11 @@ app.add_typer(__import__("dnscamp.commands.schedule", fromlist=["app"]).app, nam
 app.add_typer(__import__("dnscamp.commands.agent", fromlist=["app"]).app, name="agent")
 app.command("collect")(__import__("dnscamp.commands.collect", fromlist=["x"]).collect_command)
 app.add_typer(__import__("dnscamp.commands.link", fromlist=["app"]).app, name="link")
+app.add_typer(__import__("dnscamp.commands.dashboards", fromlist=["app"]).app, name="dashboards")
+app.add_typer(__import__("dnscamp.commands.report", fromlist=["app"]).app, name="report")
+app.add_typer(__import__("dnscamp.commands.export", fromlist=["app"]).app, name="export")
+app.add_typer(__import__("dnscamp.commands.archive", fromlist=["app"]).app, name="archive")
+app.add_typer(__import__("dnscamp.commands.sql", fromlist=["app"]).app, name="sql")
 
 
 @app.command("version")
