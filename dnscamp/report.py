@@ -9,13 +9,21 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-# Each section: (title, view it needs, SQL with %(campaign)s and %(run)s).
+# Where clauses every report query uses (the terminal report here, the static site in
+# dnscamp/site): the records of one campaign, optionally one run. The atlas kind stores its
+# Atlas campaign as "<campaign>/<run>" (atlas/store.py), so the Atlas views match on that.
+RUN_FILTER = "campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)"
+ATLAS_FILTER = ("(campaign = %(campaign)s || '/' || %(run)s"
+                " OR (%(run)s::text IS NULL AND campaign LIKE %(campaign)s || '/%%'))")
+
+# Each section: (title, view it needs, SQL with %(campaign)s and %(run)s). The static site
+# shows the same sections as HTML tables (dnscamp/site/pages.py), from these definitions.
 SECTIONS: list[tuple[str, str, str]] = [
     (
         "Records by kind and status",
         "v_results",
         """SELECT kind, network_profile AS profile, status, count(*) AS n
-           FROM v_results WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           FROM v_results WHERE """ + RUN_FILTER + """
            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
     ),
     (
@@ -25,7 +33,7 @@ SECTIONS: list[tuple[str, str, str]] = [
                   sum(sent) AS sent, sum(received) AS received,
                   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_median_ms)::numeric, 3) AS rtt_p50_ms,
                   round(min(rtt_min_ms)::numeric, 3) AS rtt_min_ms
-           FROM v_ping WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           FROM v_ping WHERE """ + RUN_FILTER + """
            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
     ),
     (
@@ -37,7 +45,7 @@ SECTIONS: list[tuple[str, str, str]] = [
                   round(percentile_cont(0.9) WITHIN GROUP (ORDER BY total_ms)::numeric, 2) AS total_p90_ms,
                   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY total_rtt_multiple)::numeric, 2) AS rtt_multiple_p50,
                   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY total_bytes)::numeric, 0) AS bytes_p50
-           FROM v_dns_query WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           FROM v_dns_query WHERE """ + RUN_FILTER + """
            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""",
     ),
     (
@@ -49,7 +57,7 @@ SECTIONS: list[tuple[str, str, str]] = [
                   round(percentile_cont(0.9) WITHIN GROUP (ORDER BY plt_ms)::numeric, 1) AS plt_p90_ms,
                   round(avg(dns_lookups)::numeric, 1) AS dns_lookups,
                   bool_and(dns_transport_verified) AS transport_verified
-           FROM v_page_load WHERE campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)
+           FROM v_page_load WHERE """ + RUN_FILTER + """
            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""",
     ),
     (
@@ -61,28 +69,30 @@ SECTIONS: list[tuple[str, str, str]] = [
                   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY saving_ms)::numeric, 2) AS saving_p50_ms,
                   round(avg((saving_ms >= 10)::int)::numeric, 2) AS share_saving_10ms,
                   round(avg((saving_retry_ms >= 10)::int)::numeric, 2) AS share_saving_10ms_retry
-           FROM v_quicsocks_savings
-           -- the atlas kind stores its Atlas campaign as "<campaign>/<run>"
-           WHERE campaign = %(campaign)s || '/' || %(run)s
-              OR (%(run)s::text IS NULL AND campaign LIKE %(campaign)s || '/%%')""",
+           FROM v_quicsocks_savings WHERE """ + ATLAS_FILTER,
     ),
 ]
 
 
-def _views(conn: psycopg.Connection) -> set[str]:
+def views(conn: psycopg.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT table_name FROM information_schema.views")}
+
+
+def fetch(conn: psycopg.Connection, sql: str, campaign: str, run: str | None) -> tuple[list[str], list[list[Any]]]:
+    """Run one report query (its %(campaign)s / %(run)s bound): (column names, rows)."""
+    cur = conn.execute(sql, {"campaign": campaign, "run": run})
+    return [d.name for d in cur.description], [list(r) for r in cur.fetchall()]
 
 
 def gather(url: str, campaign: str, run: str | None = None) -> list[dict[str, Any]]:
     out = []
     with psycopg.connect(url) as conn:
-        views = _views(conn)
+        present = views(conn)
         for title, view, sql in SECTIONS:
-            if view not in views:
+            if view not in present:
                 continue
-            cur = conn.execute(sql, {"campaign": campaign, "run": run})
-            cols = [d.name for d in cur.description]
-            out.append({"title": title, "columns": cols, "rows": [list(r) for r in cur.fetchall()]})
+            cols, rows = fetch(conn, sql, campaign, run)
+            out.append({"title": title, "columns": cols, "rows": rows})
     return out
 
 

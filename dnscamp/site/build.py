@@ -1,0 +1,193 @@
+"""Write the static report: per campaign an overview page (the terminal report's tables) and one
+page per seed paper (dnscamp/site/figures.py), each figure an SVG with a CSV of its data and
+the SQL behind it. Self-contained: no script, no font or style from elsewhere, nothing fetched."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import html
+import io
+import re
+import shutil
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import psycopg
+
+from dnscamp import report
+from dnscamp.site.figures import SEEDS, Item, Seed
+
+# Text stays text in the SVG (a fraction of the size of glyph paths, selectable); a fixed hash
+# salt and no date make a rebuilt figure byte-identical when the data are.
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "dnscamp-report", "font.size": 9}
+MAX_TABLE_ROWS = 60  # longer results stay in their CSV: a page must stay light
+
+CSS = """body{font-family:system-ui,sans-serif;margin:0 auto;max-width:72rem;padding:0 1rem 3rem;color:#222}
+nav{border-bottom:1px solid #ccc;padding:.6rem 0;margin-bottom:1rem}nav a{margin-right:1rem}
+h1{font-size:1.5rem}h2{font-size:1.25rem;margin-top:2.2rem;border-top:1px solid #eee;padding-top:1rem}
+figure{margin:0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption,.note{color:#444;font-size:.9rem;max-width:60rem}.nodata{background:#fff6e0;padding:.6rem;border-left:4px solid #e0a000}
+table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:right}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+pre{background:#f7f7f7;padding:.6rem;overflow-x:auto;font-size:.8rem}.files a{margin-right:1rem}
+"""
+
+
+@dataclass
+class Result:
+    """One item's outcome on a campaign: its rows, or why there are none."""
+
+    item: Item
+    sql: str  # the query as run, parameters bound (pasteable into psql as the reader)
+    columns: list[str]
+    rows: list[list[Any]]
+    missing: str | None  # why there is no figure, or None
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "campaign"
+
+
+def campaigns(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT DISTINCT campaign FROM v_results ORDER BY 1")]
+
+
+def run_item(conn: psycopg.Connection, present: set[str], item: Item, campaign: str, run: str | None) -> Result:
+    params = {"campaign": campaign, "run": run}
+    bound = psycopg.ClientCursor(conn).mogrify(item.sql, params)
+    if item.view not in present:
+        return Result(item, bound, [], [], f"this store has no view {item.view}")
+    cols, rows = report.fetch(conn, item.sql, campaign, run)
+    return Result(item, bound, cols, rows, None if rows else f"No data in this campaign: {item.empty}.")
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (float, Decimal)):
+        f = float(v)
+        return f"{f:.0f}" if abs(f) >= 1000 else f"{f:.2f}"
+    return str(v)
+
+
+def html_table(head: list[str], rows: list[list[Any]]) -> str:
+    e = html.escape
+    out = ["<table><thead><tr>", *(f"<th>{e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for r in rows[:MAX_TABLE_ROWS]:
+        out.append("<tr>" + "".join(f"<td>{e(fmt(v))}</td>" for v in r) + "</tr>")
+    out.append("</tbody></table>")
+    if len(rows) > MAX_TABLE_ROWS:
+        out.append(f"<p class='note'>First {MAX_TABLE_ROWS} of {len(rows)} rows; all of them are in the CSV.</p>")
+    return "".join(out)
+
+
+def write_files(d: Path, res: Result) -> list[tuple[str, str]]:
+    """The item's CSV, SQL and (for a figure with data) SVG; returns the links to show."""
+    name = res.item.slug
+    (d / "sql" / f"{name}.sql").write_text(res.sql.rstrip() + ";\n")
+    links = [("SQL", f"sql/{name}.sql")]
+    if res.missing is None:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(res.columns)
+        w.writerows(res.rows)
+        (d / "data" / f"{name}.csv").write_text(buf.getvalue())
+        links.insert(0, ("data (CSV)", f"data/{name}.csv"))
+        if res.item.draw is not None:
+            with matplotlib.rc_context(SVG_RC):
+                fig = res.item.draw(res.dicts())
+                fig.savefig(d / "fig" / f"{name}.svg", format="svg", metadata={"Date": None})
+    return links
+
+
+def section(d: Path, res: Result) -> str:
+    e, item = html.escape, res.item
+    links = write_files(d, res)
+    parts = [f"<section id='{e(item.slug)}'><h2>{e(item.title)}</h2>"]
+    if res.missing is not None:
+        parts.append(f"<p class='nodata'>{e(res.missing)}</p><p class='note'>{e(item.caption)}</p>")
+    else:
+        if item.draw is not None:
+            parts.append(f"<figure><img src='fig/{e(item.slug)}.svg' alt='{e(item.title)}'>"
+                         f"<figcaption>{e(item.caption)}</figcaption></figure>")
+        else:
+            parts.append(f"<p class='note'>{e(item.caption)}</p>")
+        if item.table is not None:
+            parts.append(html_table(*item.table(res.dicts())))
+        elif item.draw is None:
+            parts.append(html_table(res.columns, res.rows))
+    parts.append("<p class='files'>" + "".join(f"<a href='{e(h)}'>{e(t)}</a>" for t, h in links) + "</p>")
+    parts.append(f"<details><summary>The SQL behind it</summary><pre>{e(res.sql.strip())};</pre></details></section>")
+    return "".join(parts)
+
+
+def page(title: str, nav: str, body: str) -> str:
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+            f"<title>{html.escape(title)}</title><link rel='stylesheet' href='style.css'></head>"
+            f"<body><nav>{nav}</nav><h1>{html.escape(title)}</h1>{body}</body></html>\n")
+
+
+def build_campaign(conn: psycopg.Connection, d: Path, campaign: str, run: str | None, up: str | None = None) -> Path:
+    """Write one campaign's pages into d; returns its index.html."""
+    for sub in ("fig", "data", "sql"):
+        shutil.rmtree(d / sub, ignore_errors=True)  # a rebuild leaves no stale figure behind
+        (d / sub).mkdir(parents=True)
+    (d / "style.css").write_text(CSS)
+    present = report.views(conn)
+    e = html.escape
+    nav = (f"<a href='{e(up)}'>All campaigns</a>" if up else "") + "<a href='index.html'>Overview</a>" + "".join(
+        f"<a href='seed-{s.key}.html'>{s.key}</a>" for s in SEEDS)
+    scope = f"campaign {campaign}" + (f", run {run}" if run else ", all runs")
+    counts = conn.execute(f"SELECT count(*), min(started_at), max(started_at) FROM v_results WHERE {report.RUN_FILTER}",
+                          {"campaign": campaign, "run": run}).fetchone()
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    intro = (f"<p>{e(scope)}: {counts[0]} records" + (f", measured {counts[1]:%Y-%m-%d %H:%M} – {counts[2]:%Y-%m-%d %H:%M} UTC"
+                                                      if counts[0] else "") + f". Built {stamp} from the reader views "
+             "(docs/sql.md); every table and figure links its data and the SQL behind it.</p>")
+    seeds_list = "<ul>" + "".join(f"<li><a href='seed-{s.key}.html'>{e(s.key)}: {e(s.title)}</a> — {e(s.takes)}</li>"
+                                  for s in SEEDS) + "</ul>"
+    overview = []
+    for title, view, sql in report.SECTIONS:
+        item = Item(view.removeprefix("v_"), title, view, sql, f"From {view}; the same table as `dnscamp campaign report`.",
+                    empty=f"no {view} rows")
+        overview.append(section(d, run_item(conn, present, item, campaign, run)))
+    (d / "index.html").write_text(page(f"dnscamp report: {campaign}", nav, intro + "<h2>The papers' figures</h2>"
+                                       + seeds_list + "".join(overview)))
+    for s in SEEDS:
+        body = seed_intro(s) + "".join(section(d, run_item(conn, present, i, campaign, run)) for i in s.items)
+        (d / f"seed-{s.key}.html").write_text(page(f"{s.key}: {s.title}", nav, f"<p>{e(scope)}.</p>" + body))
+    return d / "index.html"
+
+
+def seed_intro(s: Seed) -> str:
+    return (f"<p class='note'>Seed paper <code>{html.escape(s.file)}</code> (see the seeds' README). "
+            f"{html.escape(s.takes)} Figures are drawn from this campaign's data; the paper's numbers stand beside ours "
+            "where the paper gives them.</p>")
+
+
+def build(url: str, out: Path, campaign: str | None = None, run: str | None = None) -> Path:
+    """Build the site under out (as the role of url, normally the reader); returns the page to
+    open: out/index.html. Without a campaign, one sub-site per campaign in the store."""
+    out.mkdir(parents=True, exist_ok=True)
+    with psycopg.connect(url) as conn:
+        if campaign is not None:
+            return build_campaign(conn, out, campaign, run)
+        names = campaigns(conn)
+        items = []
+        for c in names:
+            build_campaign(conn, out / slug(c), c, run, up="../index.html")
+            items.append(f"<li><a href='{html.escape(slug(c))}/index.html'>{html.escape(c)}</a></li>")
+    (out / "style.css").write_text(CSS)
+    body = ("<ul>" + "".join(items) + "</ul>") if items else "<p class='nodata'>The store holds no campaign yet.</p>"
+    (out / "index.html").write_text(page("dnscamp report: campaigns", "<a href='index.html'>Campaigns</a>", body))
+    return out / "index.html"

@@ -1,0 +1,553 @@
+"""The seeds' figures and tables, drawn from our views: one Item per figure or table, its SQL
+(the only definition of that query), how to draw it (matplotlib, SVG) and, where the paper
+gives numbers, the paper's number beside ours (cited by seed file and section).
+
+Seeds: /work/shared/seeds/README.md. Every query reads the reader views with the report's
+filters (dnscamp/report.py: RUN_FILTER, ATLAS_FILTER)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from matplotlib.figure import Figure
+
+from dnscamp.report import ATLAS_FILTER, RUN_FILTER
+
+Rows = list[dict[str, Any]]
+Table = tuple[list[str], list[list[Any]]]
+
+
+@dataclass(frozen=True)
+class Item:
+    slug: str
+    title: str
+    view: str  # the view it needs (an older store without it: "no data", not an error)
+    sql: str
+    caption: str
+    draw: Callable[[Rows], Figure] | None = None  # None: the item is a table
+    table: Callable[[Rows], Table] | None = None  # ours beside the paper's (default: the rows)
+    empty: str = "no rows"  # what is missing when the query returns nothing
+
+
+@dataclass(frozen=True)
+class Seed:
+    key: str  # "000"
+    file: str  # the seed's file in /work/shared/seeds
+    title: str
+    takes: str  # what this page shows from it
+    items: list[Item] = field(default_factory=list)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+TRANSPORT_ORDER = ["system", "do53", "dot", "doh", "doh3", "doq"]
+
+
+def _profile_order() -> list[str]:
+    # The testbed's profiles in their file's order (by access delay): how the papers sort
+    # access technologies (000 Fig. 8 rows sorted by delay).
+    try:
+        from testbed.profiles import load_profiles
+
+        return list(load_profiles())
+    except Exception:  # noqa: BLE001 - ordering only: a store read without the testbed package
+        return []
+
+
+PROFILE_ORDER = _profile_order()
+
+
+def _key(order: list[str]) -> Callable[[Any], tuple[int, str]]:
+    return lambda v: (order.index(v) if v in order else len(order), str(v))
+
+
+def groups(rows: Rows, by: str, value: str) -> dict[Any, list[float]]:
+    out: dict[Any, list[float]] = defaultdict(list)
+    for r in rows:
+        if r[value] is not None:
+            out[r[by]].append(float(r[value]))
+    return out
+
+
+def _cdf(ax: Any, series: dict[str, list[float]], xlabel: str, logx: bool = False) -> None:
+    for label, xs in series.items():
+        xs = sorted(float(x) for x in xs if x is not None)
+        if not xs:
+            continue
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=f"{label} (n={len(xs)})")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def _panels(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[Any]]:
+    fig = Figure(figsize=(min(n, 3) * width, ((n + 2) // 3) * height), layout="constrained")
+    axes = fig.subplots((n + 2) // 3, min(n, 3), squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _by_profile_cdf(rows: Rows, value: str, xlabel: str, logx: bool = False) -> Figure:
+    profiles = sorted({r["profile"] for r in rows}, key=_key(PROFILE_ORDER))
+    fig, axes = _panels(len(profiles))
+    for ax, p in zip(axes, profiles):
+        g = groups([r for r in rows if r["profile"] == p], "transport", value)
+        _cdf(ax, {t: g[t] for t in sorted(g, key=_key(TRANSPORT_ORDER))}, xlabel, logx)
+        ax.set_title(f"profile {p}")
+    return fig
+
+
+def page_name(url: str) -> str:
+    u = urlsplit(url)
+    return (u.hostname or url).removeprefix("www.") + (u.path if u.path not in ("", "/") else "")
+
+
+def _grid(n: int, m: int) -> list[list[float]]:
+    return [[math.nan] * m for _ in range(n)]
+
+
+def _annotate(ax: Any, m: list[list[float]], fmt: str, color: Callable[[float], str]) -> None:
+    for i, row in enumerate(m):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, fmt.format(v), ha="center", va="center", color=color(v), fontsize="x-small")
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+# --- 000: Kosek et al., DoQ and H3 0-RTT coalescing ----------------------------------------
+
+# 000_6647a8606a2226e0.txt §IV-B ("On DNS Overheads"): expected round trips of a whole DNS
+# exchange on a fresh connection (DoUDP 1, DoQ 2, DoH over TLS 1.3 3) and the measured
+# medians over all access technologies (Fig. 5), and per technology where the text gives them
+# (Fig. 6 fiber and 4G, the DSL paragraph).
+PAPER_000_EXPECTED = {"do53": 1, "doq": 2, "doh": 3}
+PAPER_000_MEDIAN = {"all": {"do53": 1.03, "doq": 2.50, "doh": 3.43},
+                    "fiber": {"doq": 2.78, "doh": 3.71},
+                    "4g": {"doq": 2.13, "doh": 3.12},
+                    "dsl": {"doq": 2.94, "doh": 3.51}}
+
+SQL_RTT_MULTIPLES = f"""SELECT CASE WHEN GROUPING(network_profile) = 1 THEN 'all'
+            ELSE COALESCE(network_profile, '(none)') END AS profile,
+       transport, count(*) AS n,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY total_rtt_multiple) AS rtt_multiple_p50,
+       min(total_rtt_multiple) AS rtt_multiple_min,
+       max(total_rtt_multiple) AS rtt_multiple_max
+FROM v_dns_query
+WHERE {RUN_FILTER}
+  AND status = 'ok' AND connection_reused IS NOT TRUE AND total_rtt_multiple IS NOT NULL
+GROUP BY GROUPING SETS ((network_profile, transport), (transport))
+ORDER BY 1, 2"""
+
+
+def draw_rtt_heatmap(rows: Rows) -> Figure:
+    profiles = sorted({r["profile"] for r in rows}, key=_key(["all"] + PROFILE_ORDER))
+    transports = sorted({r["transport"] for r in rows}, key=_key(TRANSPORT_ORDER))
+    m = _grid(len(profiles), len(transports))
+    for r in rows:
+        m[profiles.index(r["profile"])][transports.index(r["transport"])] = float(r["rtt_multiple_p50"])
+    fig = Figure(figsize=(1.2 * len(transports) + 2.5, 0.55 * len(profiles) + 1.6), layout="constrained")
+    ax = fig.subplots()
+    im = ax.imshow(m, cmap="viridis", aspect="auto", vmin=1, vmax=max([3.5] + [v for row in m for v in row if not math.isnan(v)]))
+    ax.set_xticks(range(len(transports)), transports)
+    ax.set_yticks(range(len(profiles)), profiles)
+    _annotate(ax, m, "{:.2f}", lambda v: "white" if v < 2.5 else "black")
+    fig.colorbar(im, ax=ax, label="median exchange time / access RTT")
+    ax.set_title("DNS exchange on a fresh connection, in access RTTs")
+    return fig
+
+
+def table_rtt_multiples(rows: Rows) -> Table:
+    head = ["profile", "transport", "n", "ours: median", "ours: min–max", "paper: expected", "paper: median"]
+    out = []
+    for r in sorted(rows, key=lambda r: (_key(["all"] + PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]))):
+        paper = PAPER_000_MEDIAN.get(r["profile"], {}).get(r["transport"])
+        out.append([r["profile"], r["transport"], r["n"], r["rtt_multiple_p50"],
+                    f"{r['rtt_multiple_min']:.2f}–{r['rtt_multiple_max']:.2f}",
+                    PAPER_000_EXPECTED.get(r["transport"]), paper])
+    return head, out
+
+
+SQL_RTT_MULTIPLE_CDF = f"""SELECT COALESCE(network_profile, '(none)') AS profile, transport,
+       total_rtt_multiple AS rtt_multiple
+FROM v_dns_query
+WHERE {RUN_FILTER}
+  AND status = 'ok' AND connection_reused IS NOT TRUE AND total_rtt_multiple IS NOT NULL
+ORDER BY 2, 3"""
+
+
+def draw_rtt_multiple_cdf(rows: Rows) -> Figure:
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.subplots()
+    g = groups(rows, "transport", "rtt_multiple")
+    _cdf(ax, {t: g[t] for t in sorted(g, key=_key(TRANSPORT_ORDER))}, "DNS exchange time / access RTT")
+    for x in (1, 2, 3):
+        ax.axvline(x, color="grey", lw=0.6, ls=":")
+    ax.set_title("All profiles, fresh connections (000 Fig. 5)")
+    return fig
+
+
+# 000 §IV-C, Fig. 8: relative increase of the median PLT over the DoUDP baseline, pages x
+# access technologies, one panel per protocol combination. Here: per DNS transport against
+# Do53 to the same resolver, same browser, HTTP version and page.
+SQL_PLT_HEATMAP = f"""WITH m AS (
+  SELECT COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
+         split_part(dns_mode, ':', 2) AS resolver_alias, count(*) AS n,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_p50_ms
+  FROM v_page_load
+  WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
+  GROUP BY 1, 2, 3, 4, 5, 6)
+SELECT m.profile, m.url, m.browser, m.http, m.dns_transport AS transport, m.resolver_alias, m.n,
+       m.plt_p50_ms, b.plt_p50_ms AS do53_plt_p50_ms,
+       100 * (m.plt_p50_ms / b.plt_p50_ms - 1) AS increase_pct
+FROM m JOIN m AS b
+  ON b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
+ AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
+ AND b.dns_transport = 'do53' AND b.plt_p50_ms > 0
+WHERE m.dns_transport NOT IN ('do53', 'system')
+ORDER BY 5, 1, 2, 3"""
+
+
+def draw_plt_heatmap(rows: Rows) -> Figure:
+    transports = sorted({r["transport"] for r in rows}, key=_key(TRANSPORT_ORDER))
+    profiles = sorted({r["profile"] for r in rows}, key=_key(PROFILE_ORDER))
+    cols = sorted({(page_name(r["url"]), r["browser"]) for r in rows})
+    vals = [float(r["increase_pct"]) for r in rows]
+    lim = max(5.0, max(abs(v) for v in vals))
+    fig = Figure(figsize=(max(4.5, 1.0 * len(cols) + 1.8) * min(len(transports), 2),
+                          (0.5 * len(profiles) + 1.8) * ((len(transports) + 1) // 2)), layout="constrained")
+    axes = fig.subplots((len(transports) + 1) // 2, min(len(transports), 2), squeeze=False).ravel().tolist()
+    for ax in axes[len(transports):]:
+        ax.set_visible(False)
+    im = None
+    for ax, t in zip(axes, transports):
+        m = _grid(len(profiles), len(cols))
+        for r in rows:
+            if r["transport"] == t:
+                m[profiles.index(r["profile"])][cols.index((page_name(r["url"]), r["browser"]))] = float(r["increase_pct"])
+        im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+        ax.set_xticks(range(len(cols)), [f"{p}\n{b}" for p, b in cols], fontsize="x-small")
+        ax.set_yticks(range(len(profiles)), profiles)
+        _annotate(ax, m, "{:+.1f}%", lambda v: "black")
+        ax.set_title(f"{t} vs do53")
+    fig.colorbar(im, ax=axes[: len(transports)], label="median PLT increase over Do53 (%)")
+    return fig
+
+
+# --- 001: Sy et al., QuicSocks -------------------------------------------------------------
+
+SQL_QUICSOCKS = f"""SELECT campaign, prb_id, rtt_dns_ms, rtt_server_ms, rtt_direct_ms,
+       status_quo_ms, proposal_ms, status_quo_retry_ms, proposal_retry_ms,
+       saving_ms, saving_retry_ms
+FROM v_quicsocks_savings
+WHERE {ATLAS_FILTER}
+  AND isp_resolver AND rtt_dns_ms IS NOT NULL AND rtt_server_ms IS NOT NULL AND rtt_direct_ms IS NOT NULL
+ORDER BY campaign, prb_id"""
+
+
+def draw_quicsocks_rtts(rows: Rows) -> Figure:
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.subplots()
+    _cdf(ax, {"RTT_direct": [r["rtt_direct_ms"] for r in rows], "RTT_Server": [r["rtt_server_ms"] for r in rows],
+              "RTT_DNS": [r["rtt_dns_ms"] for r in rows]}, "RTT (ms)")
+    return fig
+
+
+def draw_quicsocks_latency(rows: Rows) -> Figure:
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.subplots()
+    _cdf(ax, {"status quo, with retry": [r["status_quo_retry_ms"] for r in rows],
+              "proposal, with retry": [r["proposal_retry_ms"] for r in rows],
+              "status quo, w/o retry": [r["status_quo_ms"] for r in rows],
+              "proposal, w/o retry": [r["proposal_ms"] for r in rows]}, "latency to establish the connection, incl. DNS (ms)")
+    return fig
+
+
+def draw_quicsocks_savings(rows: Rows) -> Figure:
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.subplots()
+    _cdf(ax, {"saving w/o retry (RTT_direct - RTT_Server)": [r["saving_ms"] for r in rows],
+              "saving with retry (x2)": [r["saving_retry_ms"] for r in rows]}, "saving of the proxy (ms)")
+    for x in (5, 10):
+        ax.axvline(x, color="grey", lw=0.6, ls=":")
+    return fig
+
+
+# 001_3c494309ab66be23.txt §IV-B (474 German probes behind an ISP resolver): shares of probes
+# whose RTT_Server beats RTT_direct by at least x ms (Fig. 6 and Fig. 7 text), and of probes
+# with RTT_DNS below 10 ms.
+PAPER_001_SHARES = {"share_saving_5ms": 0.51, "share_saving_10ms": 0.367, "share_saving_15ms": 0.243,
+                    "share_saving_30ms": 0.10, "share_saving_40ms": 0.072, "share_saving_50ms": 0.038,
+                    "share_rtt_dns_below_10ms": 0.60}
+
+SQL_QUICSOCKS_SHARES = f"""SELECT count(*) AS probes,
+       avg(CASE WHEN saving_ms >= 5 THEN 1.0 ELSE 0.0 END) AS share_saving_5ms,
+       avg(CASE WHEN saving_ms >= 10 THEN 1.0 ELSE 0.0 END) AS share_saving_10ms,
+       avg(CASE WHEN saving_ms >= 15 THEN 1.0 ELSE 0.0 END) AS share_saving_15ms,
+       avg(CASE WHEN saving_ms >= 30 THEN 1.0 ELSE 0.0 END) AS share_saving_30ms,
+       avg(CASE WHEN saving_ms >= 40 THEN 1.0 ELSE 0.0 END) AS share_saving_40ms,
+       avg(CASE WHEN saving_ms >= 50 THEN 1.0 ELSE 0.0 END) AS share_saving_50ms,
+       avg(CASE WHEN rtt_dns_ms < 10 THEN 1.0 ELSE 0.0 END) AS share_rtt_dns_below_10ms
+FROM v_quicsocks_savings
+WHERE {ATLAS_FILTER} AND isp_resolver AND saving_ms IS NOT NULL AND rtt_dns_ms IS NOT NULL
+HAVING count(*) > 0"""
+
+
+def table_quicsocks_shares(rows: Rows) -> Table:
+    r = rows[0]
+    out = [["probes (ISP resolver)", r["probes"], 474]]
+    for k, paper in PAPER_001_SHARES.items():
+        label = "RTT_DNS < 10 ms" if k == "share_rtt_dns_below_10ms" else f"saving ≥ {k.split('_')[-1][:-2]} ms"
+        out.append([label, _pct(r[k]), _pct(paper)])
+    return ["share of probes", "ours", "paper (001 §IV-B)"], out
+
+
+# 001 §IV-A, Table II: RTT_DNS = RTT_Server = 30 ms, RTT_direct = 60 ms (an average U.S. LTE
+# connection) gives 90 -> 60 ms without and 150 -> 90 ms with a stateless retry.
+PAPER_001_TABLE_II = {"rtt_dns_ms": 30, "rtt_server_ms": 30, "rtt_direct_ms": 60,
+                      "status_quo_ms": 90, "proposal_ms": 60, "status_quo_retry_ms": 150, "proposal_retry_ms": 90}
+
+SQL_TABLE_II = f"""SELECT count(*) AS probes,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_dns_ms) AS rtt_dns_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_server_ms) AS rtt_server_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_direct_ms) AS rtt_direct_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY status_quo_ms) AS status_quo_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY proposal_ms) AS proposal_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY status_quo_retry_ms) AS status_quo_retry_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY proposal_retry_ms) AS proposal_retry_ms
+FROM v_quicsocks_savings
+WHERE {ATLAS_FILTER}
+  AND isp_resolver AND rtt_dns_ms IS NOT NULL AND rtt_server_ms IS NOT NULL AND rtt_direct_ms IS NOT NULL
+HAVING count(*) > 0"""
+
+
+def table_ii(rows: Rows) -> Table:
+    r, p = rows[0], PAPER_001_TABLE_II
+    out = [["RTT_DNS / RTT_Server / RTT_direct",
+            f"{r['rtt_dns_ms']:.1f} / {r['rtt_server_ms']:.1f} / {r['rtt_direct_ms']:.1f}", "",
+            f"{p['rtt_dns_ms']} / {p['rtt_server_ms']} / {p['rtt_direct_ms']}", ""]]
+    for label, sq, pr in (("w/o stateless retry", "status_quo_ms", "proposal_ms"),
+                          ("with stateless retry", "status_quo_retry_ms", "proposal_retry_ms")):
+        out.append([label, f"{r[sq]:.1f}", f"{r[pr]:.1f}", p[sq], p[pr]])
+    return ["", "ours: status quo (ms)", "ours: proposal (ms)", "paper: status quo (ms)", "paper: proposal (ms)"], out
+
+
+# --- 002: Hounsel et al., DNS / DoT / DoH and web performance ------------------------------
+
+# 002_6fa4cf280535d36b.txt §4.3, Fig. 4 (Cloudflare, Frankfurt): median PLT difference to
+# Do53 on emulated 4G (DoT -11 ms, DoH +58 ms) and lossy 4G (DoT -101 ms, DoH -33 ms); §4.2:
+# without emulation each protocol within 30 ms of the others. Our profiles of those
+# conditions: testbed/profiles.toml "4g-www", "lossy-4g".
+PAPER_002_DIFF = {"4g-www": {"dot": -11, "doh": 58}, "lossy-4g": {"dot": -101, "doh": -33}}
+
+SQL_PLT_DIFF = f"""WITH m AS (
+  SELECT run, COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
+         split_part(dns_mode, ':', 2) AS resolver_alias,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_ms
+  FROM v_page_load
+  WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
+  GROUP BY 1, 2, 3, 4, 5, 6, 7)
+SELECT m.profile, m.dns_transport AS transport, m.resolver_alias, m.browser, m.url, m.run,
+       m.plt_ms, b.plt_ms AS do53_plt_ms, m.plt_ms - b.plt_ms AS diff_ms
+FROM m JOIN m AS b
+  ON b.run = m.run AND b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
+ AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
+ AND b.dns_transport = 'do53'
+WHERE m.dns_transport NOT IN ('do53', 'system')
+ORDER BY 1, 2, 9"""
+
+
+def draw_plt_diff(rows: Rows) -> Figure:
+    fig = _by_profile_cdf(rows, "diff_ms", "PLT - PLT with Do53 (ms)")
+    for ax in fig.axes:
+        if ax.get_visible():
+            ax.axvline(0, color="grey", lw=0.6)
+    return fig
+
+
+def table_plt_diff(rows: Rows) -> Table:
+    g: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        g[(r["profile"], r["transport"])].append(float(r["diff_ms"]))
+    out = []
+    for (p, t) in sorted(g, key=lambda k: (_key(PROFILE_ORDER)(k[0]), _key(TRANSPORT_ORDER)(k[1]))):
+        out.append([p, t, len(g[(p, t)]), _median(g[(p, t)]), PAPER_002_DIFF.get(p, {}).get(t)])
+    return ["profile", "transport", "pairs", "ours: median difference (ms)", "paper: median difference (ms)"], out
+
+
+# 002 §4.3, Table 1: share of successful page loads with Cloudflare from Frankfurt, per
+# network condition and protocol ("(none)" is no emulation: the paper's "Default").
+PAPER_002_SUCCESS = {"none": {"do53": 0.7870, "dot": 0.7865, "doh": 0.7885},
+                     "4g-www": {"do53": 0.8002, "dot": 0.7971, "doh": 0.7861},
+                     "lossy-4g": {"do53": 0.7829, "dot": 0.7813, "doh": 0.7695},
+                     "3g": {"do53": 0.2810, "dot": 0.2787, "doh": 0.2006}}
+
+SQL_PAGE_OUTCOMES = f"""SELECT COALESCE(network_profile, '(none)') AS profile, dns_transport AS transport,
+       status, count(*) AS n,
+       count(*) * 1.0 / sum(count(*)) OVER (PARTITION BY COALESCE(network_profile, '(none)'), dns_transport) AS share
+FROM v_page_load
+WHERE {RUN_FILTER}
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3"""
+
+
+def table_page_outcomes(rows: Rows) -> Table:
+    statuses = sorted({r["status"] for r in rows}, key=lambda s: (s != "ok", s))
+    cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    for r in rows:
+        cells[(r["profile"], r["transport"])][r["status"]] = r
+    out = []
+    for (p, t) in sorted(cells, key=lambda k: (_key(PROFILE_ORDER)(k[0]), _key(TRANSPORT_ORDER)(k[1]))):
+        c = cells[(p, t)]
+        out.append([p, t, sum(x["n"] for x in c.values())] + [_pct(c[s]["share"]) if s in c else "" for s in statuses]
+                   + [_pct(PAPER_002_SUCCESS.get(p, {}).get(t))])
+    return ["profile", "transport", "loads"] + statuses + ["paper: successful"], out
+
+
+# --- 003: Böttger et al., the cost of DoH ---------------------------------------------------
+
+SQL_RESOLUTION = f"""SELECT COALESCE(network_profile, '(none)') AS profile, transport, connection_reused, total_ms
+FROM v_dns_query
+WHERE {RUN_FILTER} AND status = 'ok' AND total_ms IS NOT NULL
+ORDER BY 1, 2, 4"""
+
+
+def draw_resolution(rows: Rows) -> Figure:
+    return _by_profile_cdf(rows, "total_ms", "resolution time incl. handshakes (ms)", logx=True)
+
+
+# 003_b61199a6a5b37f70.txt, section "Overhead", Figs. 3 and 4 (medians per resolution, IP
+# bytes and packets): UDP 182 B / 2 packets; DoH without a persistent connection 5,737 B / 27
+# (Cloudflare), with one 864 B / 8 (Cloudflare).
+PAPER_003_BYTES = {("do53", False): (182, 2), ("doh", False): (5737, 27), ("doh", True): (864, 8)}
+
+SQL_BYTES = f"""SELECT transport, COALESCE(connection_reused, false) AS connection_reused, count(*) AS n,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ip_bytes) AS ip_bytes_p50,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY total_packets) AS packets_p50,
+       min(total_ip_bytes) AS ip_bytes_min, max(total_ip_bytes) AS ip_bytes_max
+FROM v_dns_query
+WHERE {RUN_FILTER} AND status = 'ok' AND total_ip_bytes IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+
+
+def draw_bytes(rows: Rows) -> Figure:
+    rows = sorted(rows, key=lambda r: (_key(TRANSPORT_ORDER)(r["transport"]), r["connection_reused"]))
+    labels = [f"{r['transport']}\n{'reused' if r['connection_reused'] else 'new'}" for r in rows]
+    fig = Figure(figsize=(max(6.4, 0.8 * len(rows) + 1.5), 4.0), layout="constrained")
+    ax = fig.subplots()
+    x = list(range(len(rows)))
+    med = [float(r["ip_bytes_p50"]) for r in rows]
+    lo = [m - float(r["ip_bytes_min"]) for m, r in zip(med, rows)]
+    hi = [float(r["ip_bytes_max"]) - m for m, r in zip(med, rows)]
+    ax.bar(x, med, color="tab:blue", alpha=0.7, label="ours: median (whiskers: min-max)")
+    ax.errorbar(x, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=3)
+    paper = [PAPER_003_BYTES.get((r["transport"], bool(r["connection_reused"])), (math.nan,))[0] for r in rows]
+    ax.scatter(x, paper, marker="D", color="tab:red", zorder=3, label="paper (003 Fig. 3, Cloudflare)")
+    ax.set_xticks(x, labels, fontsize="small")
+    ax.set_yscale("log")
+    ax.set_ylabel("IP bytes per resolution")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def table_bytes(rows: Rows) -> Table:
+    out = []
+    for r in sorted(rows, key=lambda r: (_key(TRANSPORT_ORDER)(r["transport"]), r["connection_reused"])):
+        pb, pp = PAPER_003_BYTES.get((r["transport"], bool(r["connection_reused"])), (None, None))
+        out.append([r["transport"], "reused" if r["connection_reused"] else "new", r["n"],
+                    r["ip_bytes_p50"], r["packets_p50"], pb, pp])
+    return ["transport", "connection", "n", "ours: median IP bytes", "ours: median packets",
+            "paper: median bytes", "paper: median packets"], out
+
+
+def _pct(v: Any) -> str | None:
+    return None if v is None else f"{100 * float(v):.1f}%"
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+SEEDS = [
+    Seed("000", "000_6647a8606a2226e0.txt", "Kosek et al., DNS over QUIC and HTTP/3 0-RTT connection coalescing (IEEE TNSM 2024)",
+         "DNS exchange time in multiples of the access RTT per transport and profile (§IV-B, Figs. 5–6) and the "
+         "relative page-load-time increase over Do53 as a heat map of profiles × pages (§IV-C, Fig. 8).",
+         [Item("rtt-multiples", "DNS exchange time in access RTTs, fresh connections", "v_dns_query", SQL_RTT_MULTIPLES,
+               "Median total time (connect + handshake + query) of queries that opened their connection, divided by "
+               "the profile's access RTT. Paper: 000 §IV-B (expected 1 / 2 / 3 round trips for DoUDP / DoQ / DoH; "
+               "measured medians 1.03 / 2.50 / 3.43 over all technologies, per technology from Fig. 6 and the DSL "
+               "paragraph). DoT and DoH3 have no paper number.",
+               draw_rtt_heatmap, table_rtt_multiples, "no successful dns_query records with an access RTT"),
+          Item("rtt-multiple-cdf", "CDF of the DNS exchange time in access RTTs", "v_dns_query", SQL_RTT_MULTIPLE_CDF,
+               "000 Fig. 5: the paper's medians are 1.03 (DoUDP), 2.50 (DoQ) and 3.43 (DoH) RTTs; dotted lines at "
+               "the expected 1, 2 and 3.", draw_rtt_multiple_cdf, None,
+               "no successful dns_query records with an access RTT"),
+          Item("plt-heatmap", "Relative PLT increase over Do53 (profiles × pages)", "v_page_load", SQL_PLT_HEATMAP,
+               "Median page-load time (onLoad) per profile, page and browser with each DNS transport, relative to "
+               "Do53 to the same resolver. Paper: 000 §IV-C Fig. 8 (baseline DoUDP + H3 1-RTT): DoH has the highest "
+               "increase everywhere, worst 53.7 % (example page, 4G medium); the abstract gives > 30 % on fixed line "
+               "and > 50 % on mobile for DoH with H3 1-RTT.", draw_plt_heatmap, None,
+               "no successful page loads with both Do53 and another transport")]),
+    Seed("001", "001_3c494309ab66be23.txt", "Sy et al., Accelerating QUIC's connection establishment on high-latency access networks (QuicSocks)",
+         "Per probe behind a resolver in its own AS: RTT_DNS, RTT_Server, RTT_direct (§IV-B, Fig. 6), the "
+         "connection latency of the status quo and of a proxy next to the resolver (Fig. 7), the savings, and "
+         "Table II at our medians.",
+         [Item("quicsocks-rtts", "CDF of RTT_DNS, RTT_Server and RTT_direct", "v_quicsocks_savings", SQL_QUICSOCKS,
+               "001 Fig. 6 (474 probes in Germany): 60 % of the probes had RTT_DNS below 10 ms; RTT_Server is almost "
+               "always below RTT_direct.", draw_quicsocks_rtts, None, "no Atlas probes behind an ISP resolver"),
+          Item("quicsocks-latency", "CDF of the connection latency incl. DNS: status quo vs proposal", "v_quicsocks_savings",
+               SQL_QUICSOCKS, "001 Fig. 7, from the model of Table I: status quo RTT_DNS + RTT_direct (×2 RTT_direct "
+               "with a stateless retry) versus proposal RTT_DNS + RTT_Server (×2 RTT_Server).",
+               draw_quicsocks_latency, None, "no Atlas probes behind an ISP resolver"),
+          Item("quicsocks-savings", "Distribution of the savings", "v_quicsocks_savings", SQL_QUICSOCKS,
+               "Saving = RTT_direct − RTT_Server per probe (doubled with a stateless retry); the table below gives "
+               "the shares the paper reports (001 §IV-B).", draw_quicsocks_savings, None,
+               "no Atlas probes behind an ISP resolver"),
+          Item("quicsocks-shares", "Share of probes saving at least x ms", "v_quicsocks_savings", SQL_QUICSOCKS_SHARES,
+               "001 §IV-B: 51 % save ≥ 5 ms, 36.7 % ≥ 10 ms, 24.3 % ≥ 15 ms, about 10 % ≥ 30 ms, 7.2 % ≥ 40 ms, "
+               "3.8 % ≥ 50 ms; 60 % have RTT_DNS < 10 ms.", None, table_quicsocks_shares,
+               "no Atlas probes behind an ISP resolver"),
+          Item("quicsocks-table-ii", "Table II at our medians", "v_quicsocks_savings", SQL_TABLE_II,
+               "001 §IV-A Table II: with RTT_DNS = RTT_Server = 30 ms and RTT_direct = 60 ms the proposal takes "
+               "60 ms instead of 90 ms, and 90 ms instead of 150 ms with a stateless retry. Ours: the medians over "
+               "our probes of each quantity.", None, table_ii, "no Atlas probes behind an ISP resolver")]),
+    Seed("002", "002_6fa4cf280535d36b.txt", "Hounsel et al., Comparing the effects of DNS, DoT, and DoH on web performance (WWW 2020)",
+         "Page-load-time difference to Do53 per network condition (§4.2–4.3, Figs. 2 and 4) and the page-load "
+         "outcomes (Table 1). 004_9d5842b322ef90bc.txt (ANRW 2019) is the short version of this paper.",
+         [Item("plt-diff", "CDF of the PLT difference to Do53 per condition", "v_page_load", SQL_PLT_DIFF,
+               "Each point is one (run, page, browser) pair: median PLT with the transport minus median PLT with Do53 "
+               "to the same resolver. Paper: 002 §4.3 Fig. 4 (Cloudflare from Frankfurt): on 4G DoT −11 ms and "
+               "DoH +58 ms, on lossy 4G DoT −101 ms and DoH −33 ms at the median; §4.2: without emulation all within "
+               "30 ms. The system resolver has no Do53 pair and is left out.", draw_plt_diff, table_plt_diff,
+               "no successful page loads with both Do53 and another transport"),
+          Item("page-outcomes", "Page-load outcomes per condition and transport", "v_page_load", SQL_PAGE_OUTCOMES,
+               "Shares of the statuses of the taxonomy (docs/records.md) per profile and DNS transport. Paper: 002 "
+               "Table 1, successful page loads with Cloudflare (4G = our 4g-www, lossy 4G = lossy-4g, "
+               "Default = no emulation).", None, table_page_outcomes, "no page_load records")]),
+    Seed("003", "003_b61199a6a5b37f70.txt", "Böttger et al., An empirical study of the cost of DNS-over-HTTPS (IMC 2019)",
+         "Resolution time per transport (the paper's resolution-time CDFs) and bytes and packets per resolution "
+         "with and without connection reuse (section \"Overhead\", Figs. 3–4).",
+         [Item("resolution-cdf", "CDF of the resolution time per transport", "v_dns_query", SQL_RESOLUTION,
+               "Time from the start of the query (incl. connect and handshakes when the connection is new) to the "
+               "response, per profile. 003 measures resolution times on localhost and page loads; 002 Fig. 3 draws "
+               "the same CDF per emulated network.", draw_resolution, None, "no successful dns_query records"),
+          Item("bytes", "Bytes per resolution", "v_dns_query", SQL_BYTES,
+               "IP bytes (payload + IPv4/UDP or IPv4/TCP headers per packet, see v_dns_query) per resolution. Paper: "
+               "003 \"Overhead\", Figs. 3–4, medians for Cloudflare: UDP 182 B / 2 packets, DoH on a new connection "
+               "5,737 B / 27, on a persistent one 864 B / 8.", draw_bytes, table_bytes,
+               "no successful dns_query records with byte counts")]),
+]
