@@ -75,7 +75,7 @@ def fmt(v: Any) -> str:
         return "yes" if v else "no"
     if isinstance(v, (float, Decimal)):
         f = float(v)
-        return f"{f:.0f}" if abs(f) >= 1000 else f"{f:.2f}"
+        return f"{f:.0f}" if abs(f) >= 1000 or f.is_integer() else f"{f:.2f}"
     return str(v)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from dnscamp.report import ATLAS_FILTER, RUN_FILTER
 
@@ -82,8 +83,10 @@ def _cdf(ax: Any, series: dict[str, list[float]], xlabel: str, logx: bool = Fals
             continue
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
         ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=f"{label} (n={len(xs)})")
-    if logx:
+    values = [float(x) for xs in series.values() for x in xs if x is not None and float(x) > 0]
+    if logx and values and max(values) / min(values) > 20:  # a narrow range reads better on a linear axis
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
@@ -118,11 +121,24 @@ def _grid(n: int, m: int) -> list[list[float]]:
     return [[math.nan] * m for _ in range(n)]
 
 
-def _annotate(ax: Any, m: list[list[float]], fmt: str, color: Callable[[float], str]) -> None:
+def _heat(ax: Any, m: list[list[float]], rows: list[str], cols: list[str], cmap: str, vmin: float, vmax: float,
+          fmt: str, color: Callable[[float], str]) -> Any:
+    """A heat map of vector cells (pcolormesh: imshow would embed a raster image in the SVG),
+    first row at the top, each cell annotated."""
+    im = ax.pcolormesh(m, cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks([j + 0.5 for j in range(len(cols))], cols)
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], rows)
+    ax.invert_yaxis()
     for i, row in enumerate(m):
         for j, v in enumerate(row):
             if not math.isnan(v):
-                ax.text(j, i, fmt.format(v), ha="center", va="center", color=color(v), fontsize="x-small")
+                ax.text(j + 0.5, i + 0.5, fmt.format(v), ha="center", va="center", color=color(v), fontsize="x-small")
+    return im
+
+
+def _colorbar(fig: Figure, im: Any, ax: Any, label: str) -> None:
+    cb = fig.colorbar(im, ax=ax, label=label)
+    cb.solids.set_rasterized(False)  # matplotlib rasterizes a colorbar's many cells: keep the SVG vector
 
 
 def _median(xs: list[float]) -> float | None:
@@ -162,11 +178,9 @@ def draw_rtt_heatmap(rows: Rows) -> Figure:
         m[profiles.index(r["profile"])][transports.index(r["transport"])] = float(r["rtt_multiple_p50"])
     fig = Figure(figsize=(1.2 * len(transports) + 2.5, 0.55 * len(profiles) + 1.6), layout="constrained")
     ax = fig.subplots()
-    im = ax.imshow(m, cmap="viridis", aspect="auto", vmin=1, vmax=max([3.5] + [v for row in m for v in row if not math.isnan(v)]))
-    ax.set_xticks(range(len(transports)), transports)
-    ax.set_yticks(range(len(profiles)), profiles)
-    _annotate(ax, m, "{:.2f}", lambda v: "white" if v < 2.5 else "black")
-    fig.colorbar(im, ax=ax, label="median exchange time / access RTT")
+    vmax = max([3.5] + [v for row in m for v in row if not math.isnan(v)])
+    im = _heat(ax, m, profiles, transports, "viridis", 1, vmax, "{:.2f}", lambda v: "white" if v < 2.5 else "black")
+    _colorbar(fig, im, ax, "median exchange time / access RTT")
     ax.set_title("DNS exchange on a fresh connection, in access RTTs")
     return fig
 
@@ -239,12 +253,10 @@ def draw_plt_heatmap(rows: Rows) -> Figure:
         for r in rows:
             if r["transport"] == t:
                 m[profiles.index(r["profile"])][cols.index((page_name(r["url"]), r["browser"]))] = float(r["increase_pct"])
-        im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_xticks(range(len(cols)), [f"{p}\n{b}" for p, b in cols], fontsize="x-small")
-        ax.set_yticks(range(len(profiles)), profiles)
-        _annotate(ax, m, "{:+.1f}%", lambda v: "black")
+        im = _heat(ax, m, profiles, [f"{p}\n{b}" for p, b in cols], "RdBu_r", -lim, lim, "{:+.1f}%", lambda v: "black")
+        ax.tick_params(axis="x", labelsize="x-small")
         ax.set_title(f"{t} vs do53")
-    fig.colorbar(im, ax=axes[: len(transports)], label="median PLT increase over Do53 (%)")
+    _colorbar(fig, im, axes[: len(transports)], "median PLT increase over Do53 (%)")
     return fig
 
 
