@@ -1,7 +1,40 @@
-"""`dnscamp dashboards`: Dashboards as code: build the Grafana JSON from dashboards/ (issue 15)."""
+"""`dnscamp dashboards`: Grafana dashboards as code (dashboards/, issue 15)."""
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
-app = typer.Typer(help="Dashboards as code: build the Grafana JSON from dashboards/ (issue 15).", no_args_is_help=True)
+app = typer.Typer(help="Grafana dashboards as code: build the JSON that Grafana provisions from dashboards/.",
+                  no_args_is_help=True)
+
+
+@app.command("build")
+def build_command(
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the committed JSON differs from "
+                                                     "what dashboards/ generates (or fails its schema)."),
+) -> None:
+    """Generate every dashboard with grafana-foundation-sdk, validate it against Grafana 11.6's
+    JSON Schemas, and write it to dashboards/provisioning/dashboards/<uid>.json (sorted keys)."""
+    import dashboards
+    from dashboards.validate import errors
+
+    built = dashboards.build()
+    problems = [e for name, data in built.items() for e in errors(data, name)]
+    if problems:
+        for p in problems:
+            sys.stderr.write(f"dnscamp: {p}\n")
+        raise typer.Exit(1)
+    rel = dashboards.OUT.relative_to(dashboards.HERE.parent)
+    if check:
+        stale = dashboards.check()
+        for name in stale:
+            sys.stderr.write(f"dnscamp: {rel}/{name} differs from what dashboards/ generates: "
+                             "run `dnscamp dashboards build` and commit it\n")
+        if stale:
+            raise typer.Exit(1)
+        typer.echo(f"{len(built)} dashboards up to date in {rel}/")
+        return
+    for path in dashboards.write():
+        typer.echo(f"wrote {rel}/{path.name}")

@@ -1,0 +1,106 @@
+"""Dashboard 2, failure rates: the error taxonomy (vantage_agent/errors.py) stacked per transport
+and resolver, failure rates with their counts, over time, the names that fail most, and page
+loads' failures per browser and DNS mode. A failure is a record whose status is not 'ok'."""
+
+from __future__ import annotations
+
+from vantage_agent.errors import OK, statuses
+
+from dashboards.panels import bar_panel, new_dashboard, table_panel, time_series, where
+
+UID = "dnscamp-failures"
+VARS = ("campaign", "vantage", "region", "profile", "resolver", "transport")
+W = where(*VARS)
+FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure statuses
+LIST = ", ".join(f"'{s}'" for s in FAILURES)
+
+
+def _stacked(group: str, alias: str, view: str, w: str) -> str:
+    cols = ",\n       ".join(f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in FAILURES)
+    return f"""
+SELECT {group} AS {alias},
+       {cols},
+       count(*) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})) AS unclassified
+FROM {view}
+{w}
+GROUP BY 1
+ORDER BY 1"""
+
+
+def dashboard():
+    rates = f"""
+SELECT transport, coalesce(resolver, 'none') AS resolver, coalesce(network_profile, 'none') AS profile,
+       count(*) AS n,
+       count(*) FILTER (WHERE status <> 'ok') AS failed,
+       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate
+FROM v_dns_query
+{W}
+GROUP BY 1, 2, 3
+ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
+    over_time = f"""
+SELECT $__timeGroup(started_at, $__interval) AS time, transport AS metric,
+       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate
+FROM v_dns_query
+{W}
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+    top_names = f"""
+SELECT qname, transport, coalesce(resolver, 'none') AS resolver,
+       count(*) FILTER (WHERE status <> 'ok') AS failed,
+       count(*) AS n,
+       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
+       mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
+FROM v_dns_query
+{W}
+GROUP BY 1, 2, 3
+HAVING count(*) FILTER (WHERE status <> 'ok') > 0
+ORDER BY failed DESC, failure_rate DESC, 1, 2, 3
+LIMIT 25"""
+    pw = where("campaign", "vantage", "region", "profile")
+    page = f"""
+SELECT browser, dns_mode, coalesce(network_profile, 'none') AS profile,
+       count(*) AS n,
+       count(*) FILTER (WHERE status <> 'ok') AS failed,
+       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
+       mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
+FROM v_page_load
+{pw}
+GROUP BY 1, 2, 3
+ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
+    stacked_cols = {s: (s, None) for s in FAILURES} | {"unclassified": ("status outside the taxonomy", None)}
+    rows = [
+        ("DNS failures", [
+            bar_panel("Failures by status per transport", """
+Question: how does each transport fail? Count of DNS queries per failure status of the taxonomy
+(vantage_agent/errors.py), stacked per transport.""", _stacked("transport", "transport", "v_dns_query", W), {"transport": ("transport", None)} | stacked_cols, stacked=True),
+            bar_panel("Failures by status per resolver", """
+Question: is one resolver the problem? The same counts stacked per resolver.""",
+                      _stacked("coalesce(resolver, 'none')", "resolver", "v_dns_query", W), {"resolver": ("resolver", None)} | stacked_cols, stacked=True),
+            table_panel("Failure rate with counts", """
+Question: how often does each transport × resolver × profile fail, and out of how many queries?
+failed / n, with both counts shown (a rate without its count hides small samples).""", rates, {
+                "transport": ("transport", None), "resolver": ("resolver", None), "profile": ("profile", None),
+                "n": ("queries", None), "failed": ("failed", None), "failure_rate": ("failure rate", "percentunit")}),
+            time_series("Failure rate over time per transport", """
+Question: are failures bursts (an outage) or constant? failed / all queries per time bucket and transport.""",
+                        over_time, unit="percentunit"),
+            table_panel("Top failing names", """
+Question: which names fail, over which transport and resolver, and how? The 25 (qname, transport,
+resolver) with most failed queries, with their rate and commonest failure status.""", top_names, {
+                "qname": ("name", None), "transport": ("transport", None), "resolver": ("resolver", None),
+                "failed": ("failed", None), "n": ("queries", None), "failure_rate": ("failure rate", "percentunit"),
+                "commonest_status": ("commonest status", None)}),
+        ]),
+        ("Page-load failures", [
+            table_panel("Page-load failure rate per browser and DNS mode", """
+Question: which browser × DNS mode × profile fails page loads, how often, and how? failed / n with
+both counts and the commonest status.""", page, {
+                "browser": ("browser", None), "dns_mode": ("DNS mode", None), "profile": ("profile", None),
+                "n": ("loads", None), "failed": ("failed", None), "failure_rate": ("failure rate", "percentunit"),
+                "commonest_status": ("commonest status", None)}),
+            bar_panel("Page-load failures by status per browser", """
+Question: how do page loads fail per browser? Count per failure status, stacked.""",
+                      _stacked("browser", "browser", "v_page_load", pw), {"browser": ("browser", None)} | stacked_cols, stacked=True),
+        ]),
+    ]
+    return new_dashboard(UID, "Failure rates", __doc__.split("\n\n")[0], VARS, rows)

@@ -1,0 +1,103 @@
+"""Dashboard 3, page loads: page-load time (PLT) distributions per DNS mode and browser for each
+network condition, each DNS mode's difference to Do53 per page (the presentation of
+paper 002: the same page, browser and condition loaded with each DNS transport), and HTTP/2 against
+HTTP/3. Successful loads only."""
+
+from __future__ import annotations
+
+from vantage_agent.pageload.dnsmode import TRANSPORTS
+
+from dashboards.panels import bar_panel, histogram_panel, new_dashboard, table_panel, where, xy_panel
+
+UID = "dnscamp-pageloads"
+VARS = ("campaign", "vantage", "region", "profile", "browser", "dns_mode")
+W = where(*VARS) + "\n  AND status = 'ok'"
+OTHERS = [t for t in TRANSPORTS if t != "do53"]  # compared with Do53
+HTTP = ("h2", "h3")
+PAGE = "url || ' · ' || browser || ' · ' || coalesce(network_profile, 'none')"
+
+
+def dashboard():
+    plt = f"""
+SELECT dns_mode, browser, coalesce(network_profile, 'none') AS profile, http,
+       count(*) AS n,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS p50_ms,
+       percentile_cont(0.9) WITHIN GROUP (ORDER BY plt_ms) AS p90_ms,
+       min(plt_ms) AS min_ms, max(plt_ms) AS max_ms
+FROM v_page_load
+{W}
+GROUP BY 1, 2, 3, 4
+ORDER BY 3, 2, 1, 4"""
+    per_transport = ",\n       ".join(f"CASE WHEN dns_transport = '{t}' THEN plt_ms END AS \"{t}\"" for t in TRANSPORTS)
+    dist = f"""
+SELECT {per_transport}
+FROM v_page_load
+{W}"""
+    cdf = f"""
+SELECT series, plt_ms, cdf
+FROM (
+  SELECT dns_mode || ' · ' || browser AS series, plt_ms,
+         cume_dist() OVER w AS cdf, row_number() OVER w AS i, count(*) OVER (PARTITION BY dns_mode, browser) AS n
+  FROM v_page_load
+  {W}
+  WINDOW w AS (PARTITION BY dns_mode, browser ORDER BY plt_ms)
+) c
+WHERE i % greatest(n / 200, 1) = 0 OR i = n  -- at most ~200 points per curve
+ORDER BY series, plt_ms"""
+    diffs = ",\n       ".join(f"max(m.p50) FILTER (WHERE m.dns_transport = '{t}') - d.p50 AS {t}_diff_ms" for t in OTHERS)
+    vs_do53 = f"""
+WITH m AS (
+  SELECT url, browser, network_profile, http, dns_transport,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS p50
+  FROM v_page_load
+  {W}
+  GROUP BY 1, 2, 3, 4, 5
+)
+SELECT m.url || ' · ' || m.browser || ' · ' || coalesce(m.network_profile, 'none') || ' · ' || m.http AS page,
+       {diffs}
+FROM m
+JOIN m AS d ON d.url = m.url AND d.browser = m.browser AND d.network_profile IS NOT DISTINCT FROM m.network_profile
+           AND d.http = m.http AND d.dns_transport = 'do53'
+GROUP BY m.url, m.browser, m.network_profile, m.http, d.p50
+ORDER BY 1"""
+    h2h3_cols = ",\n       ".join(
+        f"percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) FILTER (WHERE http = '{h}') AS {h}_ms" for h in HTTP)
+    h2h3 = f"""
+SELECT dns_mode || ' · ' || browser || ' · ' || coalesce(network_profile, 'none') AS condition,
+       {h2h3_cols},
+       count(*) FILTER (WHERE http = 'h2') AS h2_n,
+       count(*) FILTER (WHERE http = 'h3') AS h3_n
+FROM v_page_load
+{W}
+GROUP BY 1
+ORDER BY 1"""
+    rows = [
+        ("Page-load time", [
+            histogram_panel("PLT distribution per DNS transport", """
+Question: how are page-load times spread with each DNS transport? plt_ms (loadEventEnd) of every
+successful load, one series per DNS transport of the browser.""", dist, {t: (t, None) for t in TRANSPORTS}),
+            xy_panel("CDF of PLT per DNS mode and browser", """
+Question: what share of loads finish within x ms, per DNS mode and browser? cume_dist() over plt_ms
+(thinned to ~200 points per curve).""", cdf, "plt_ms", "cdf",
+                     {"plt_ms": ("page-load time", "ms"), "cdf": ("share of loads", "percentunit")}, series_by="series"),
+            table_panel("PLT per DNS mode × browser × condition", """
+Question: the distribution's numbers per DNS mode, browser, network profile and HTTP version: count,
+median, p90, min and max PLT.""", plt, {
+                "dns_mode": ("DNS mode", None), "browser": ("browser", None), "profile": ("profile", None),
+                "http": ("HTTP", None), "n": ("loads", None), "p50_ms": ("median", "ms"), "p90_ms": ("p90", "ms"),
+                "min_ms": ("min", "ms"), "max_ms": ("max", "ms")}),
+        ]),
+        ("Against Do53", [
+            bar_panel("Median PLT difference to Do53 per page", """
+Question: does an encrypted transport slow a page down compared with Do53, for the same page,
+browser, condition and HTTP version? Median PLT with the transport minus median PLT with Do53
+(positive: slower than Do53).""", vs_do53, {"page": ("page · browser · profile · HTTP", None)} |
+                      {f"{t}_diff_ms": (t, "ms") for t in OTHERS}, w=24, h=11),
+            bar_panel("HTTP/2 vs HTTP/3", """
+Question: does HTTP/3 load pages faster than HTTP/2 under each DNS mode, browser and condition?
+Median PLT per HTTP version (empty where a campaign did not load that version), with counts.""", h2h3,
+                      {"condition": ("DNS mode · browser · profile", None), "h2_ms": ("HTTP/2", "ms"),
+                       "h3_ms": ("HTTP/3", "ms"), "h2_n": ("HTTP/2 loads", None), "h3_n": ("HTTP/3 loads", None)}, w=24),
+        ]),
+    ]
+    return new_dashboard(UID, "Page loads", __doc__.split("\n\n")[0], VARS, rows)

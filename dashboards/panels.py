@@ -1,0 +1,214 @@
+"""What every dnscamp dashboard is made of: the Postgres datasource (the dnscamp_reader role),
+our SQL dataquery (the SDK has no Postgres/SQL dataquery type), the template variables and their
+SQL filters, and one panel helper per visualisation kind. Panels read views (v_*) only.
+
+A panel names the columns it reads in its field config, so that tests can check them against
+what its SQL returns: table-like panels carry one ``byName`` override per column (its header
+and unit), XY charts name their x and y fields, and a time-series query returns ``time``,
+``metric`` (the series name) and one value column."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import barchart, dashboard, heatmap, histogram, stat, table, timeseries, xychart
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync,
+    DataSourceRef,
+    DataTransformerConfig,
+    DynamicConfigValue,
+    MatcherConfig,
+    VariableOption,
+    VariableRefresh,
+    VariableSort,
+)
+from grafana_foundation_sdk.models.xychart import SeriesMapping, XYShowMode
+
+# The provisioned datasource (provisioning/datasources/postgres.yaml): Grafana 11's plugin id.
+DATASOURCE = DataSourceRef(type_val="grafana-postgresql-datasource", uid="dnscamp-postgres")
+Format = Literal["table", "time_series"]
+
+
+class SqlQuery(cogvariants.Dataquery):
+    """A Postgres datasource target: raw SQL in code mode."""
+
+    def __init__(self, ref_id: str, raw_sql: str, fmt: Format) -> None:
+        self.ref_id, self.raw_sql, self.format = ref_id, raw_sql, fmt
+
+    def to_json(self) -> dict[str, object]:
+        return {"refId": self.ref_id, "datasource": DATASOURCE.to_json(), "editorMode": "code",
+                "format": self.format, "rawQuery": True, "rawSql": self.raw_sql}
+
+
+class Sql(cogbuilder.Builder[SqlQuery]):
+    def __init__(self, raw_sql: str, fmt: Format = "table", ref_id: str = "A") -> None:
+        self._q = SqlQuery(ref_id, raw_sql.strip(), fmt)
+
+    def build(self) -> SqlQuery:
+        return self._q
+
+
+# --- variables ---------------------------------------------------------------------------------
+# Each is multi-valued with "All" (= every option, no custom all value), so a panel's SQL reads
+# `col IN (${var:sqlstring})`: each value single-quoted with quotes doubled. NULLs are shown
+# as 'none' (an IN list cannot match NULL), on both sides.
+
+
+def _var(name: str, label: str, sql: str, description: str) -> dashboard.QueryVariable:
+    return (dashboard.QueryVariable(name).label(label).description(description).query(sql.strip())
+            .datasource(DATASOURCE).multi(True).include_all(True).refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(VariableSort.ALPHABETICAL_ASC).current(VariableOption(selected=True, text=["All"], value=["$__all"])))
+
+
+def _distinct(expr: str, view: str, where: str) -> str:
+    return f"SELECT DISTINCT {expr} FROM {view} WHERE {where} ORDER BY 1"
+
+
+CAMPAIGN = "campaign IN (${campaign:sqlstring})"
+VARIABLES: dict[str, tuple[str, str, str]] = {
+    # name: (label, SQL, what it selects)
+    "campaign": ("Campaign", _distinct("campaign", "v_results", "$__timeFilter(started_at)"),
+                 "Campaigns with records in the time range."),
+    "vantage": ("Vantage", _distinct("vantage_id", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                "Vantage points of the selected campaigns."),
+    "region": ("Region", _distinct("coalesce(region, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+               "Vantage regions ('none' when a record has none)."),
+    "profile": ("Network profile",
+                _distinct("coalesce(network_profile, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                "Emulated or real access-network profiles ('none' when a record has none)."),
+    "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_query", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                 "Resolvers queried by the DNS measurements."),
+    "transport": ("Transport", _distinct("transport", "v_dns_query", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                  "DNS transports (do53, dot, doh, doh3, doq)."),
+    "browser": ("Browser", _distinct("browser", "v_page_load", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                "Browsers of the page loads."),
+    "dns_mode": ("DNS mode", _distinct("dns_mode", "v_page_load", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+                 "How the browser resolved names (e.g. do53:isp, doh:isp, system)."),
+    "atlas_campaign": ("Atlas campaign", "SELECT DISTINCT campaign FROM v_atlas_credits WHERE campaign IS NOT NULL ORDER BY 1",
+                       "RIPE Atlas campaigns (the testbed's are <campaign>/<run>)."),
+}
+# the SQL condition each variable stands for, on the columns of the views that have them
+FILTERS = {
+    "campaign": CAMPAIGN,
+    "vantage": "vantage_id IN (${vantage:sqlstring})",
+    "region": "coalesce(region, 'none') IN (${region:sqlstring})",
+    "profile": "coalesce(network_profile, 'none') IN (${profile:sqlstring})",
+    "resolver": "coalesce(resolver, 'none') IN (${resolver:sqlstring})",
+    "transport": "transport IN (${transport:sqlstring})",
+    "browser": "browser IN (${browser:sqlstring})",
+    "dns_mode": "dns_mode IN (${dns_mode:sqlstring})",
+    "atlas_campaign": "campaign IN (${atlas_campaign:sqlstring})",
+}
+
+
+def variables(*names: str) -> list[dashboard.QueryVariable]:
+    return [_var(n, *VARIABLES[n]) for n in names]
+
+
+def where(*names: str, time: str | None = "started_at") -> str:
+    """The WHERE clause for the dashboard's variables ``names`` (and its time range on ``time``)."""
+    conds = ([f"$__timeFilter({time})"] if time else []) + [FILTERS[n] for n in names]
+    return "WHERE " + "\n  AND ".join(conds)
+
+
+# --- panels ------------------------------------------------------------------------------------
+Columns = dict[str, tuple[str, str | None]]  # column -> (header, unit or None)
+
+
+def _legend(b: Any) -> Any:
+    return b.legend(cb.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
+                    .placement(common.LegendPlacement.BOTTOM).calcs([]))
+
+
+def _tooltip(b: Any) -> Any:
+    return b.tooltip(cb.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.NONE))
+
+
+def _common(b: Any, title: str, description: str, sql: str, fmt: Format, columns: Columns | None,
+            w: int, h: int, unit: str | None) -> Any:
+    b = b.title(title).description(" ".join(description.split())).datasource(DATASOURCE).with_target(Sql(sql, fmt)).span(w).height(h)
+    if unit:
+        b = b.unit(unit)
+    for col, (header, col_unit) in (columns or {}).items():
+        props = [DynamicConfigValue(id_val="displayName", value=header)]
+        if col_unit:
+            props.append(DynamicConfigValue(id_val="unit", value=col_unit))
+        b = b.override_by_name(col, props)
+    return b
+
+
+def time_series(title: str, description: str, sql: str, *, unit: str = "ms", w: int = 12, h: int = 9) -> Any:
+    """SQL returning time, metric (series name) and one value column."""
+    b = timeseries.Panel().draw_style(common.GraphDrawStyle.LINE).show_points(common.VisibilityMode.ALWAYS).span_nulls(True)
+    return _tooltip(_legend(_common(b, title, description, sql, "time_series", None, w, h, unit)))
+
+
+def table_panel(title: str, description: str, sql: str, columns: Columns, *, w: int = 24, h: int = 9) -> Any:
+    return _common(table.Panel().show_header(True), title, description, sql, "table", columns, w, h, None)
+
+
+def histogram_panel(title: str, description: str, sql: str, columns: Columns, *, unit: str = "ms",
+                    w: int = 12, h: int = 9) -> Any:
+    b = histogram.Panel().combine(False).fill_opacity(60)
+    return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+
+
+def heatmap_panel(title: str, description: str, sql: str, *, unit: str = "ms",
+                  w: int = 12, h: int = 9) -> Any:
+    """Pre-bucketed counts: a time column and one count column per bucket, named by the bucket's
+    upper bound (Grafana's "le" rows layout, as for Prometheus histograms): nothing to compute. No
+    display names: Grafana reads the bounds from the field names."""
+    b = (heatmap.Panel().calculate(False).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE)
+                                                       .value("queries"))
+         .y_axis(heatmap.YAxisConfig().unit(unit)).show_legend().mode(common.TooltipDisplayMode.SINGLE))
+    return _common(b, title, description, sql, "table", None, w, h, None)
+
+
+def xy_panel(title: str, description: str, sql: str, x: str, y: str, columns: Columns, *, series_by: str | None = None,
+             unit: str = "ms", w: int = 12, h: int = 9) -> Any:
+    """x against y, one series per value of ``series_by`` (partitioned by Grafana)."""
+    b = (xychart.Panel().mapping(SeriesMapping.MANUAL).show(XYShowMode.LINES)
+         .series([xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(_by_name(x)))
+                  .y(xychart.XychartXYSeriesConfigY().matcher(_by_name(y)))]))
+    b = _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+    if series_by:
+        b = b.with_transformation(DataTransformerConfig(id_val="partitionByValues",
+                                                        options={"fields": [series_by], "keepFields": False}))
+    return b
+
+
+def _by_name(col: str) -> Any:
+    return xychart.MatcherConfig().id("byName").options(col)
+
+
+def stat_panel(title: str, description: str, sql: str, columns: Columns, *, unit: str | None = None,
+               w: int = 6, h: int = 5) -> Any:
+    b = stat.Panel().reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(True))
+    return _common(b, title, description, sql, "table", columns, w, h, unit)
+
+
+def bar_panel(title: str, description: str, sql: str, columns: Columns, *, stacked: bool = False, unit: str | None = None,
+              w: int = 12, h: int = 9) -> Any:
+    """Bars per row of the first (string) column; value columns side by side or stacked."""
+    b = barchart.Panel().stacking(common.StackingMode.NORMAL if stacked else common.StackingMode.NONE).show_value(
+        common.VisibilityMode.AUTO).x_tick_label_rotation(-30)
+    return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+
+
+def new_dashboard(uid: str, title: str, description: str, variable_names: tuple[str, ...], rows: list[tuple[str, list[Any]]],
+                  *, time_from: str = "now-7d") -> dashboard.Dashboard:
+    """A read-only dashboard (UTC, `time_from` to now) of titled rows of panels."""
+    d = (dashboard.Dashboard(title).uid(uid).description(" ".join(description.split())).tags(["dnscamp"]).timezone("utc")
+         .time(time_from, "now").refresh("").readonly().tooltip(DashboardCursorSync.CROSSHAIR))
+    for v in variables(*variable_names):
+        d = d.with_variable(v)
+    ids = iter(range(1, 1000))  # stable panel ids: links and public dashboards refer to panels by id
+    for row_title, row_panels in rows:
+        d = d.with_row(dashboard.Row(row_title).id(next(ids)).collapsed(False))
+        for p in row_panels:
+            d = d.with_panel(p.id(next(ids)))
+    return d
