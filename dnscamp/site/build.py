@@ -35,6 +35,8 @@ table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}td,th{border:1px 
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 pre{background:#f7f7f7;padding:.6rem;overflow-x:auto;font-size:.8rem}.files a{margin-right:1rem}
 """
+FAVICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'>"
+           "<rect width='16' height='16' rx='3' fill='#1f77b4'/></svg>\n")
 
 
 @dataclass
@@ -130,10 +132,16 @@ def section(d: Path, res: Result) -> str:
     return "".join(parts)
 
 
+def write_static(d: Path) -> None:
+    (d / "style.css").write_text(CSS)
+    (d / "favicon.svg").write_text(FAVICON)  # else a browser asks for /favicon.ico: a 404 in its console
+
+
 def page(title: str, nav: str, body: str) -> str:
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-            f"<title>{html.escape(title)}</title><link rel='stylesheet' href='style.css'></head>"
+            f"<title>{html.escape(title)}</title><link rel='icon' href='favicon.svg'>"
+            "<link rel='stylesheet' href='style.css'></head>"
             f"<body><nav>{nav}</nav><h1>{html.escape(title)}</h1>{body}</body></html>\n")
 
 
@@ -142,7 +150,7 @@ def build_campaign(conn: psycopg.Connection, d: Path, campaign: str, run: str | 
     for sub in ("fig", "data", "sql"):
         shutil.rmtree(d / sub, ignore_errors=True)  # a rebuild leaves no stale figure behind
         (d / sub).mkdir(parents=True)
-    (d / "style.css").write_text(CSS)
+    write_static(d)
     present = report.views(conn)
     e = html.escape
     nav = (f"<a href='{e(up)}'>All campaigns</a>" if up else "") + "<a href='index.html'>Overview</a>" + "".join(
@@ -187,7 +195,7 @@ def build(url: str, out: Path, campaign: str | None = None, run: str | None = No
         for c in names:
             build_campaign(conn, out / slug(c), c, run, up="../index.html")
             items.append(f"<li><a href='{html.escape(slug(c))}/index.html'>{html.escape(c)}</a></li>")
-    (out / "style.css").write_text(CSS)
+    write_static(out)
     body = ("<ul>" + "".join(items) + "</ul>") if items else "<p class='nodata'>The store holds no campaign yet.</p>"
     (out / "index.html").write_text(page("dnscamp report: campaigns", "<a href='index.html'>Campaigns</a>", body))
     return out / "index.html"
