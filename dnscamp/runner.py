@@ -248,6 +248,15 @@ def run(
             "(`dnscamp fleet apply SPEC` creates them, docs/fleet.md), not here; skipped\n"
         )
     tb = testbed_info() if testbed_info and any(blocks[b].vantage.provider == "testbed" for b in todo) else None
+    if tb is None and os.environ.get("DNSCAMP_TESTBED_INFO"):
+        # a machine that sits in a testbed without being one of its vantages (an instance of
+        # `dnscamp fleet rehearse`) is told so by the description it is given: its units may
+        # then use the testbed's resolvers and CA, as a testbed vantage's do
+        try:
+            tb = json.loads(Path(os.environ["DNSCAMP_TESTBED_INFO"]).read_text())
+        except (OSError, ValueError) as exc:  # its units then fail as records (unknown resolver)
+            sys.stderr.write(f"dnscamp: DNSCAMP_TESTBED_INFO={os.environ['DNSCAMP_TESTBED_INFO']}: unreadable "
+                             f"testbed description ({type(exc).__name__}); running without it\n")
 
     # Units run strictly in plan order, one at a time: interleaving conditions (fiber, 4G, ...)
     # is the point of the shuffle, so that time-of-day and cache effects do not correlate with

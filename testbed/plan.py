@@ -32,6 +32,7 @@ WHOAMI_AUTH_SERVER = "10.53.0.4"  # authoritative for whoami.test. (+ query log)
 WEB_SUBNET = "10.80.0.0/16"  # web server addresses (one or more per site host)
 PROBE_SUBNET = "10.90.0.0/16"  # Atlas-like probes and their ISP resolvers
 CLIENT_SUBNET = "10.10.0.0/16"  # client <-> access-link router <-> isp, per profile
+FLEET_SUBNET = "10.91.0.0/16"  # rehearsed fleet instances and their S3 server (dnscamp fleet rehearse)
 
 # --- names ---------------------------------------------------------------------------------
 TLD = "test"

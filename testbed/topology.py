@@ -56,7 +56,7 @@ DEFAULT_PUBLIC_RTT_MS = 20.0
 
 # Node roles whose namespaces make up the island (others with the prefix are left alone by
 # `down` while their owner process is alive, e.g. linkem's selftest `dc-lt-<pid>-*`).
-ISLAND_NS_RE = re.compile(r"^dc-(client|la|isp|lb|core|lp|pubres|dns|web|probe|lq)(-|$)")
+ISLAND_NS_RE = re.compile(r"^dc-(client|la|isp|lb|core|lp|pubres|dns|web|probe|lq|fleet)(-|$)")
 FOREIGN_PID_NS_RE = re.compile(r"^dc-[a-z]+-(\d+)(-|$)")
 
 LOCK_DIR = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/tmp")
@@ -502,6 +502,32 @@ def add_edge_node(run_dir: Path, node_ns: str, parent_ns: str, profile: Profile,
     _start_links(island, run_dir, names=[f"lq-{suffix}"])
     write_state(run_dir, island, st.get("status", "up"))
     return node
+
+
+def remove_edge_node(run_dir: Path, node_ns: str) -> None:
+    """Undo ``add_edge_node``: stop its link, delete the node and its link router (with the
+    processes inside them) and the routes that led to them, and drop them from state.json.
+    Idempotent: a node that is not (or no longer) part of the island is nothing to do."""
+    run_dir = Path(run_dir)
+    island = load_island(run_dir)
+    if island is None or node_ns not in island.nodes:
+        return
+    link_ns = island.nodes[node_ns].parent
+    gone = [node_ns, link_ns] if link_ns and island.nodes[link_ns].role == "link" else [node_ns]
+    routes = [r for ns in gone for r in routes_for(island, ns) if r[0] not in gone]
+    for spec in [lk for lk in island.links if lk.ns in gone]:
+        if spec.emulated:
+            _make_link(spec, run_dir).stop()
+        island.links.remove(spec)
+    for r_ns, prefix, via in routes:
+        netns.run(["ip", "-n", r_ns, "route", "del", prefix, "via", via], check=False)
+    for ns in gone:
+        netns.del_ns(ns)
+        island.nodes.pop(ns, None)
+    # the parent's side of the veth vanished with the namespace; forget the segments
+    island.segments = [sg for sg in island.segments if sg.child_ns not in gone]
+    st = read_state(run_dir) or {}
+    write_state(run_dir, island, st.get("status", "up"))
 
 
 def add_service_address(run_dir: Path, ns: str, cidr: str) -> None:

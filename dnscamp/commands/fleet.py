@@ -254,3 +254,65 @@ def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json"
     except cost.CostError as exc:
         die(str(exc))
     typer.echo(json.dumps(b.to_dict(), indent=2) if as_json else b.describe())
+
+
+def _csv(v: str | None) -> list[str] | None:
+    return [x.strip() for x in v.split(",") if x.strip()] if v else None
+
+
+@app.command("rehearse")
+def rehearse_command(
+    spec: Path = SPEC,
+    firings: int = typer.Option(2, "--firings", min=1, max=20, help="Scheduled firings every instance must complete."),
+    vantages: str = typer.Option(None, "--vantages", help="Comma list of the spec's ec2 vantage ids (default: all)."),
+    regions: str = typer.Option(None, "--regions", help="Comma list of regions (default: every region of the vantages)."),
+    rtt: list[str] = typer.Option(None, "--rtt", help="REGION=MS: this region's round trip to home_region instead of the table's."),
+    out: Path = typer.Option(None, "--out", help="Where instances' homes, spools and logs go (default: $DNSCAMP_HOME/rehearsals)."),
+    as_json: bool = typer.Option(False, "--json", help="The report as one JSON document."),
+) -> None:
+    """Rehearse the spec's cloud fleet on the testbed: every (ec2 vantage, region) becomes a
+    namespace behind that region's RTT to home_region (dnscamp/fleet/region_rtt.toml), set up
+    as its user data sets up an instance (vantage.env, link apply, schedule install), with a
+    real cron daemon firing the schedule and shipping to an S3 server in the island, while
+    `dnscamp collect --watch` on the host fills Postgres. Ends with every record checked to
+    be in Postgres exactly once and the per-region RTT table. Exit 3 when a check failed.
+    Needs root; brings the testbed up (fiber) if it is not."""
+    from dnscamp.fleet import rehearse
+    from vantage_agent import paths
+
+    over: dict[str, float] = {}
+    for item in rtt or []:
+        r, sep, ms = item.partition("=")
+        try:
+            over[r.strip()] = float(ms)
+            if not sep or not 0 <= over[r.strip()] < 1000:
+                raise ValueError
+        except ValueError:
+            die(f"--rtt {item!r}: want REGION=MS (0 <= MS < 1000)")
+    log = (lambda m: None) if as_json else (lambda m: typer.echo(f"rehearse: {m}", err=True))
+    s, _ = _spec(spec)
+    try:
+        r = rehearse.Rehearsal(spec, out_dir=out or paths.home() / "rehearsals", firings=firings,
+                               vantages=_csv(vantages), regions=_csv(regions), rtt_override=over, log=log)
+        rep = r.run()
+    except rehearse.RehearsalError as exc:
+        die(str(exc))
+    if as_json:
+        typer.echo(json.dumps(rehearse.asdict(rep), indent=1, default=str))
+    else:
+        typer.echo(f"rehearsal {rep.campaign} ({rep.tag}) in {rep.seconds:g} s; files in {rep.out_dir}")
+        for i in rep.instances:
+            typer.echo(f"  {i['vantage']:<14} {i['region']:<16} {i['ns']:<22} rtt {i['rtt_ms']:>6g} ms  "
+                       f"runs {len(i['runs'])}  records {i['records']}")
+        c = rep.collected
+        typer.echo(f"  collected: {c.get('records_made')} records made, {c.get('records_stored')} in Postgres "
+                   f"(last pass: {json.dumps({k: v for k, v in c.items() if not k.startswith('records_')})})")
+        typer.echo(f"  per region (RTT to {rep.home_region}: {rep.rtt_source})")
+        typer.echo(f"    {'vantage':<14} {'region':<16} {'table RTT':>9} {'ping p50':>9} {'do53 p50':>9}")
+        for g in rep.regions:
+            typer.echo(f"    {g['vantage']:<14} {g['region']:<16} {g['configured_rtt_ms']:>9g} "
+                       f"{g['ping_rtt_median_ms'] if g['ping_rtt_median_ms'] is not None else '-':>9} "
+                       f"{g['do53_total_median_ms'] if g['do53_total_median_ms'] is not None else '-':>9}")
+        for p in rep.problems:
+            typer.echo(f"  PROBLEM: {p}")
+    raise typer.Exit(0 if rep.ok else 3)

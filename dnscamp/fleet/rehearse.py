@@ -1,0 +1,512 @@
+"""`dnscamp fleet rehearse SPEC`: a spec's cloud fleet rehearsed on the testbed.
+
+Each (ec2 vantage, region) of the spec becomes an *instance*: a namespace of the testbed
+(``dc-fleet-<tag>i<k>``) behind its own emulated link whose round trip is that region's RTT to
+the spec's ``[fleet] home_region`` (dnscamp/fleet/region_rtt.toml, with its source), where the
+testbed's resolvers, sites and results bucket stand. An instance is set up the way its user data
+sets up an EC2 machine (infra/modules/vantage/user_data.yaml.tftpl): the same vantage.env (made
+from the template's own lines), ``dnscamp link apply`` of its network profile, ``dnscamp schedule
+install``, and then a real cron daemon (Debian's ``cron``) of its own fires the installed line.
+The firings ship to an S3 server inside the island (moto in server mode, in
+``dc-fleet-<tag>s3``), and ``dnscamp collect --watch`` on the host fills Postgres.
+
+The host reaches the island's S3 server through socat: one socat in the S3 namespace serves a
+Unix socket (a file: no interface, no route), one on the host serves it on 127.0.0.1 to the
+collector. No testbed interface or route is added to the root namespace.
+
+A cron daemon in a namespace: ``ip netns exec`` gives each process its own mount namespace
+(slave of the root's, so nothing propagates back), in which the instance's cron.d directory is
+bound over /etc/cron.d, an empty file over /etc/crontab and an empty directory over the user
+crontabs (the machine's own jobs must not run once per instance), and a tmpfs over /run (each
+daemon's crond.pid). Jobs inherit the daemon's network namespace: the installed line runs
+exactly as cron would run it on the instance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+RTT_TABLE = Path(__file__).with_name("region_rtt.toml")
+TEMPLATE = Path(__file__).resolve().parents[2] / "infra" / "modules" / "vantage" / "user_data.yaml.tftpl"
+S3_PORT = 9000
+FIRING_SLACK_S = 30.0  # beyond a firing's own jitter + max_runtime: start-up, shipping
+
+
+class RehearsalError(RuntimeError):
+    """The rehearsal cannot run (not root, no cron, no ec2 vantage...); one line."""
+
+
+# --- the region RTT table --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RttTable:
+    source: str
+    same_region_ms: float
+    pairs: dict[frozenset, float]
+
+    def rtt(self, a: str, b: str) -> float:
+        if a == b:
+            return self.same_region_ms
+        try:
+            return self.pairs[frozenset((a, b))]
+        except KeyError:
+            raise RehearsalError(f"{RTT_TABLE.name}: no round trip for {a} <-> {b} (add it, or pass --rtt {a}=MS)") from None
+
+
+def load_rtt_table(path: Path = RTT_TABLE) -> RttTable:
+    d = tomllib.loads(path.read_text())
+    pairs = {}
+    for k, v in d["rtt_ms"].items():
+        a, _, b = k.partition("/")
+        if not b or not isinstance(v, (int, float)) or not 0 <= v < 1000:
+            raise RehearsalError(f"{path}: rtt_ms.{k!r}: want \"region-a/region-b\" = milliseconds")
+        pairs[frozenset((a, b))] = float(v)
+    return RttTable(d["source"], float(d["same_region_ms"]), pairs)
+
+
+# --- the instances ---------------------------------------------------------------------------
+
+
+@dataclass
+class Instance:
+    k: int
+    vantage: str
+    region: str
+    profile: str | None
+    rtt_ms: float  # region -> home region (the added link's round trip)
+    ns: str = ""
+    address: str = ""
+    home: Path = Path()
+
+
+def plan_instances(spec, table: RttTable, *, vantages: list[str] | None = None, regions: list[str] | None = None,
+                   rtt_override: dict[str, float] | None = None) -> list[Instance]:  # fmt: skip
+    """The (vantage, region) pairs of the spec's ec2 vantages to rehearse, in spec order."""
+    if spec.fleet is None:
+        raise RehearsalError(f"{spec.source}: no [fleet] section (home_region, results_bucket)")
+    if spec.campaign.schedule is None:
+        raise RehearsalError(f"{spec.source}: campaign.schedule: missing: the rehearsal fires the spec's schedule")
+    ec2 = [v for v in spec.vantages if v.provider == "ec2"]
+    for name, chosen, known in (("--vantages", vantages, {v.id for v in ec2}),
+                                ("--regions", regions, {r for v in ec2 for r in v.all_regions})):
+        unknown = sorted(set(chosen or ()) - known)
+        if unknown:
+            raise RehearsalError(f"{name}: {', '.join(unknown)} not among the spec's ec2 {name[2:]} ({', '.join(sorted(known))})")
+    out: list[Instance] = []
+    for v in ec2:
+        if vantages and v.id not in vantages:
+            continue
+        for r in v.all_regions:
+            if regions and r not in regions:
+                continue
+            rtt = (rtt_override or {}).get(r)
+            rtt = table.rtt(r, spec.fleet.home_region) if rtt is None else rtt
+            out.append(Instance(len(out) + 1, v.id, r, v.network_profiles[0], rtt))
+    if not out:
+        raise RehearsalError(f"{spec.source}: no ec2 vantage (in the chosen regions) to rehearse")
+    if len(out) > 200:
+        raise RehearsalError(f"{len(out)} instances: at most 200 in one rehearsal (10.91.<k>.0/29 each)")
+    return out
+
+
+def vantage_env(template: str, values: dict[str, str]) -> list[str]:
+    """The lines of /etc/dnscamp/vantage.env exactly as the vantage module's user data writes
+    them (its own template lines, with ${...} filled in), so the rehearsal cannot drift from it."""
+    m = re.search(r"- path: /etc/dnscamp/vantage\.env\n(?:.*\n)*?\s+content: \|\n((?:\s{6}.*\n)+)", template)
+    if not m:
+        raise RehearsalError(f"{TEMPLATE}: no vantage.env block")
+    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+
+    def fill(ln: str) -> str:
+        def sub(x: re.Match) -> str:
+            if x.group(1) not in values:
+                raise RehearsalError(f"{TEMPLATE}: vantage.env uses ${{{x.group(1)}}}, which the rehearsal does not know")
+            return values[x.group(1)]
+
+        return re.sub(r"\$\{(\w+)\}", sub, ln)
+
+    return [fill(ln) for ln in lines]
+
+
+# the install steps of the user data's bootstrap, after the venv (the same commands; a unit
+# test checks that the template still runs them)
+LINK_APPLY = ["link", "apply", "{profile}", "--backend", "auto", "--spec", "{spec}"]
+SCHEDULE_INSTALL = ["schedule", "install", "{spec}"]
+
+
+def _fill(argv: list[str], **kw: str) -> list[str]:
+    return [a.format(**kw) for a in argv]
+
+
+def cron_script(home: Path) -> str:
+    """The shell that starts an instance's cron daemon in its private mount namespace."""
+    h = str(home)
+    return (f"set -e; mount --bind {h}/cron.d /etc/cron.d; mount --bind {h}/crontab /etc/crontab; "
+            f"if [ -d /var/spool/cron/crontabs ]; then mount --bind {h}/crontabs /var/spool/cron/crontabs; fi; "
+            f"mount -t tmpfs -o mode=0755 dnscamp-cron-run /run; exec cron -f")
+
+
+# --- the rehearsal ---------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    campaign: str
+    tag: str
+    out_dir: str
+    home_region: str
+    rtt_source: str
+    firings_wanted: int
+    instances: list[dict[str, Any]] = field(default_factory=list)
+    collected: dict[str, Any] = field(default_factory=dict)
+    regions: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(pred: Callable[[], bool], timeout: float, what: str, step: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise RehearsalError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(step)
+
+
+def _stop_pid(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    """SIGTERM a child of ours (then SIGKILL), by its PID."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Rehearsal:
+    def __init__(self, spec_path: Path, *, out_dir: Path, firings: int = 2, vantages: list[str] | None = None,
+                 regions: list[str] | None = None, rtt_override: dict[str, float] | None = None,
+                 interval_s: float = 5.0, log: Callable[[str], None] = lambda m: None):  # fmt: skip
+        from dnscamp.spec import load
+
+        self.spec_path = Path(spec_path).resolve()
+        self.spec = load(self.spec_path)
+        self.table = load_rtt_table()
+        self.instances = plan_instances(self.spec, self.table, vantages=vantages, regions=regions,
+                                        rtt_override=rtt_override)
+        self.firings = firings
+        self.interval_s = interval_s
+        self.log = log
+        self.tag = secrets.token_hex(2)
+        self.out_dir = Path(out_dir) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{self.tag}"
+        self.bucket = self.spec.fleet.results_bucket
+        self.s3_ns = f"dc-fleet-{self.tag}s3"
+        self.nodes: list[str] = []
+        self.supervised: list[str] = []
+        self.relay: subprocess.Popen | None = None
+        self.collector: subprocess.Popen | None = None
+        self.endpoint = ""
+        self.env_base = {
+            # moto takes any credentials; these name the rehearsal, they open nothing
+            "AWS_ACCESS_KEY_ID": "dnscamp-rehearsal", "AWS_SECRET_ACCESS_KEY": "dnscamp-rehearsal",
+            "AWS_DEFAULT_REGION": self.spec.fleet.home_region,
+        }  # fmt: skip
+
+    # -- checks -------------------------------------------------------------------------------
+    @staticmethod
+    def preflight() -> None:
+        if os.geteuid() != 0:
+            raise RehearsalError("fleet rehearse needs root (network namespaces, a cron daemon per instance)")
+        for tool in ("cron", "socat", "flock", "mount"):
+            if shutil.which(tool, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") is None:
+                raise RehearsalError(f"{tool} not found: install it (`make deps` installs cron and socat)")
+
+    # -- the island side ------------------------------------------------------------------------
+    def _supervisor(self):
+        from testbed.supervisor import Supervisor
+        from vantage_agent.paths import testbed_dir
+
+        return Supervisor(testbed_dir())
+
+    def _add_node(self, ns: str, k: int, rtt_ms: float, region: str) -> str:
+        import ipaddress
+
+        from testbed import plan, topology
+        from testbed.profiles import Direction, Profile
+        from vantage_agent.paths import testbed_dir
+
+        base = ipaddress.ip_network(plan.FLEET_SUBNET)
+        sub = f"{ipaddress.ip_address(int(base.network_address) + 256 * k)}/29"
+        half = Direction(delay_ms=rtt_ms / 2)
+        prof = Profile(name=f"rtt-{region}-{rtt_ms:g}ms", source=f"dnscamp/fleet/region_rtt.toml: {self.table.source}",
+                       description=f"{region} -> {self.spec.fleet.home_region}", up=half, down=half)  # fmt: skip
+        node = topology.add_edge_node(testbed_dir(), ns, parent_ns=plan.CORE_NS, profile=prof, base=sub, role="fleet")
+        self.nodes.append(ns)
+        return node.address
+
+    def _start_s3(self) -> None:
+        from testbed import netns
+
+        sup = self._supervisor()
+        addr = self._add_node(self.s3_ns, 0, 0.0, self.spec.fleet.home_region)
+        self.s3_address = addr
+        sock = self.out_dir / "s3.sock"
+        name = f"fleet-{self.tag}-s3"
+        sup.start(name, self.s3_ns, [str(Path(sys.executable).parent / "moto_server"), "-H", "0.0.0.0", "-p", str(S3_PORT)],
+                  ready=lambda: netns.run(netns.exec_argv(self.s3_ns, ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{S3_PORT}"]),
+                                          check=False).returncode == 0, timeout=30)  # fmt: skip
+        self.supervised.append(name)
+        name = f"fleet-{self.tag}-s3relay"
+        sup.start(name, self.s3_ns, ["socat", f"UNIX-LISTEN:{sock},fork,mode=600", f"TCP:127.0.0.1:{S3_PORT}"],
+                  ready=sock.exists)
+        self.supervised.append(name)
+        port = _free_port()
+        self.relay = subprocess.Popen(["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{sock}"],
+                                      stdout=subprocess.DEVNULL, stderr=open(self.out_dir / "s3-host-relay.log", "ab"))  # fmt: skip
+        self.endpoint = f"http://127.0.0.1:{port}"
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name=self.spec.fleet.home_region,
+                          aws_access_key_id=self.env_base["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=self.env_base["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+
+        def bucket() -> bool:
+            try:
+                kw = {} if self.spec.fleet.home_region == "us-east-1" else {
+                    "CreateBucketConfiguration": {"LocationConstraint": self.spec.fleet.home_region}}
+                s3.create_bucket(Bucket=self.bucket, **kw)
+                return True
+            except s3.exceptions.BucketAlreadyOwnedByYou:
+                return True
+            except Exception:  # noqa: BLE001 - the relay may not be listening yet
+                return False
+
+        _wait(bucket, 30, f"the S3 server in {self.s3_ns} (through {self.endpoint})")
+        self.log(f"S3 server: moto in {self.s3_ns} at {addr}:{S3_PORT}; host relay {self.endpoint}; bucket {self.bucket}")
+
+    def _install(self, inst: Instance, info_file: Path) -> None:
+        """The user data's steps, in the instance's namespace and home."""
+        from testbed import netns
+        from vantage_agent.ship import agent_version
+
+        inst.ns = f"dc-fleet-{self.tag}i{inst.k}"
+        inst.address = self._add_node(inst.ns, inst.k, inst.rtt_ms, inst.region)
+        inst.home = self.out_dir / "instances" / f"{inst.vantage}-{inst.region}"
+        for d in ("cron.d", "crontabs", "link", "etc"):
+            (inst.home / d).mkdir(parents=True, exist_ok=True)
+        (inst.home / "crontab").write_text("# the rehearsed instance's /etc/crontab: empty\n")
+        spec_file = inst.home / "etc" / "campaign.toml"
+        spec_file.write_text(self.spec_path.read_text())
+        values = {"campaign": self.spec.campaign.name, "vantage": inst.vantage, "region": inst.region,
+                  "results_bucket": self.bucket, "network_profile": inst.profile or "", "agent_version": agent_version()}  # fmt: skip
+        env_lines = vantage_env(TEMPLATE.read_text(), values)
+        # what differs from EC2: where S3 is, moto's credentials (EC2 has its instance role), the
+        # testbed description (the resolvers' addresses and CA) and a link state per instance
+        extra = {**self.env_base, "AWS_ENDPOINT_URL_S3": f"http://{self.s3_address}:{S3_PORT}",
+                 "DNSCAMP_TESTBED_INFO": str(info_file), "DNSCAMP_LINK_STATE_DIR": str(inst.home / "link")}  # fmt: skip
+        (inst.home / "vantage.env").write_text("\n".join(env_lines + [f"{k}={v}" for k, v in extra.items()]) + "\n")
+        env = {**os.environ, **extra, "DNSCAMP_HOME": str(inst.home), "DNSCAMP_CRON_D": str(inst.home / "cron.d")}
+        for k in ("DNSCAMP_VANTAGE", "DNSCAMP_REGION", "DNSCAMP_SPOOL", "DNSCAMP_DATABASE_URL"):
+            env.pop(k, None)
+        dc = [str(Path(sys.executable).parent / "dnscamp")]
+        steps = [SCHEDULE_INSTALL] if not inst.profile else [LINK_APPLY, SCHEDULE_INSTALL]
+        for step in steps:
+            argv = netns.exec_argv(inst.ns, dc + _fill(step, profile=inst.profile or "", spec=str(spec_file)))
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+            (inst.home / "install.log").open("a").write(f"$ {' '.join(argv)}\n{p.stdout}{p.stderr}exit {p.returncode}\n")
+            if p.returncode != 0:
+                raise RehearsalError(f"{inst.ns}: `dnscamp {' '.join(step[:2])}` failed (exit {p.returncode}): "
+                                     f"{(p.stderr or p.stdout).strip().splitlines()[-1:]} (see {inst.home}/install.log)")
+        name = f"fleet-{self.tag}-cron{inst.k}"
+        self._supervisor().start(name, inst.ns, ["sh", "-c", cron_script(inst.home)], timeout=5,
+                                 ready=lambda: True)  # fmt: skip
+        self.supervised.append(name)
+        self.log(f"{inst.ns}: {inst.vantage} in {inst.region} ({inst.rtt_ms:g} ms to {self.spec.fleet.home_region}), "
+                 f"profile {inst.profile or 'none'}, cron started")  # fmt: skip
+
+    # -- progress -----------------------------------------------------------------------------
+    def _runs(self, inst: Instance) -> list[Path]:
+        base = inst.home / "spool" / self.spec.campaign.name
+        return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    @staticmethod
+    def _shipped_all(run: Path) -> bool:
+        """A run is through the agent's side: complete, and every unit file in its ledger."""
+        from vantage_agent.ship import read_ledger
+
+        units = {p.name[: -len(".jsonl")] for p in run.glob("*.jsonl") if not p.name.startswith(".")}
+        return (run / "complete.json").exists() and units <= read_ledger(run)
+
+    def _done(self, inst: Instance) -> int:
+        return sum(1 for r in self._runs(inst) if self._shipped_all(r))
+
+    def _collect_once(self, url: str | None = None) -> dict[str, Any]:
+        env = {**os.environ, **self.env_base}
+        p = subprocess.run([str(Path(sys.executable).parent / "dnscamp"), "collect", f"s3://{self.bucket}/results/",
+                            "--endpoint-url", self.endpoint, "--json"], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+        if p.returncode not in (0, 3) or not lines:
+            raise RehearsalError(f"dnscamp collect failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+        return json.loads(lines[-1])
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> Report:
+        from testbed import lifecycle
+
+        t0 = time.monotonic()
+        self.preflight()
+        sched = self.spec.campaign.schedule
+        rep = Report(self.spec.campaign.name, self.tag, str(self.out_dir), self.spec.fleet.home_region,
+                     self.table.source, self.firings)  # fmt: skip
+        self.out_dir.mkdir(parents=True)
+        info = lifecycle.describe()
+        if not info.get("up"):
+            self.log("bringing the testbed up (fiber)")
+            info = lifecycle.ensure_up(["fiber"], log=self.log)
+        info_file = self.out_dir / "testbed-info.json"
+        try:
+            self._start_s3()
+            info_file.write_text(json.dumps(lifecycle.describe()))
+            for inst in self.instances:
+                self._install(inst, info_file)
+            env = {**os.environ, **self.env_base}
+            self.collector = subprocess.Popen(
+                [str(Path(sys.executable).parent / "dnscamp"), "collect", f"s3://{self.bucket}/results/", "--watch",
+                 "--interval", str(self.interval_s), "--endpoint-url", self.endpoint, "--json"],
+                env=env, stdout=open(self.out_dir / "collect-watch.ndjson", "ab"),
+                stderr=open(self.out_dir / "collect-watch.log", "ab"))  # fmt: skip
+            self.log(f"collector: dnscamp collect s3://{self.bucket}/results/ --watch (pid {self.collector.pid})")
+            per_firing = sched.jitter_s + sched.max_runtime_s + FIRING_SLACK_S
+            budget = 60.0 * self.firings + per_firing * self.firings + 60.0
+            self.log(f"waiting for {self.firings} firings of `{sched.cron}` on {len(self.instances)} instances "
+                     f"(at most {budget:.0f} s)")  # fmt: skip
+            _wait(lambda: all(self._done(i) >= self.firings for i in self.instances), budget,
+                  f"{self.firings} shipped firings on every instance", step=2)  # fmt: skip
+        except BaseException:
+            self.stop()
+            raise
+        # no new firing from here; a firing already going finishes (and ships) under its lock
+        for name in [n for n in self.supervised if "-cron" in n]:
+            self._supervisor().stop(name)
+        for inst in self.instances:
+            lock = inst.home / "locks" / f"{self.spec.campaign.name}.lock"
+            subprocess.run(["flock", "-w", str(int(sched.jitter_s + sched.max_runtime_s + FIRING_SLACK_S)), str(lock), "true"],
+                           check=False)  # fmt: skip
+        try:
+            time.sleep(self.interval_s + 1)  # one more --watch pass sees the last objects
+            _stop_pid(self.collector)
+            rep.collected = self._collect_once()  # and a last pass by hand: nothing may be left
+            self._verify(rep)
+        finally:
+            self.stop()
+        rep.seconds = round(time.monotonic() - t0, 1)
+        return rep
+
+    def _verify(self, rep: Report) -> None:
+        """Every record each instance made (in a complete, shipped run) is in Postgres exactly
+        once, under the instance's vantage and region; then the per-region RTT table."""
+        import psycopg
+
+        from db import engine
+
+        made: dict[str, tuple[str, str]] = {}
+        for inst in self.instances:
+            runs = [r for r in self._runs(inst) if self._shipped_all(r)]
+            n = 0
+            for run in runs:
+                for f in run.glob("*.jsonl"):
+                    for ln in f.read_text().splitlines():
+                        if ln.strip():
+                            rec = json.loads(ln)
+                            if rec["id"] in made:
+                                rep.problems.append(f"record {rec['id']} made twice ({inst.ns})")
+                            made[rec["id"]] = (inst.vantage, inst.region)
+                            n += 1
+            rep.instances.append({**{k: v for k, v in asdict(inst).items() if k != "home"}, "home": str(inst.home),
+                                  "runs": [r.name for r in runs], "records": n})  # fmt: skip
+        with psycopg.connect(engine.database_url("owner")) as c:
+            rows = c.execute("SELECT id::text, vantage_id, region FROM results WHERE campaign = %s AND id::text = ANY(%s)",
+                             (self.spec.campaign.name, list(made))).fetchall()  # fmt: skip
+            stored = {}
+            for rid, vid, reg in rows:
+                if rid in stored:
+                    rep.problems.append(f"record {rid} stored twice")
+                stored[rid] = (vid, reg)
+            missing = sorted(set(made) - set(stored))
+            if missing:
+                rep.problems.append(f"{len(missing)} of {len(made)} records not in Postgres (e.g. {missing[0]})")
+            wrong = [i for i in stored if stored[i] != made[i]]
+            if wrong:
+                rep.problems.append(f"{len(wrong)} records stored under another vantage/region (e.g. {wrong[0]})")
+            runs = [r for i in rep.instances for r in i["runs"]]
+            rep.regions = [dict(zip(("vantage", "region", "ping_records", "ping_rtt_median_ms", "do53_records",
+                                     "do53_total_median_ms"), row))
+                           for row in c.execute(REGION_SQL, {"campaign": self.spec.campaign.name, "runs": runs}).fetchall()]  # fmt: skip
+        for r in rep.regions:
+            inst = next(i for i in self.instances if (i.vantage, i.region) == (r["vantage"], r["region"]))
+            r["configured_rtt_ms"] = inst.rtt_ms
+        rep.collected["records_made"] = len(made)
+        rep.collected["records_stored"] = len(stored)
+
+    def stop(self) -> None:
+        """Stop what the rehearsal started (by PID) and remove its namespaces; idempotent."""
+        from testbed import topology
+        from vantage_agent.paths import testbed_dir
+
+        _stop_pid(self.collector)
+        _stop_pid(self.relay)
+        sup = self._supervisor()
+        for name in reversed(self.supervised):
+            try:
+                sup.stop(name)
+            except Exception as exc:  # noqa: BLE001 - keep removing the rest
+                self.log(f"stop {name}: {exc}")
+        self.supervised.clear()
+        for ns in reversed(self.nodes):
+            try:
+                topology.remove_edge_node(testbed_dir(), ns)
+            except Exception as exc:  # noqa: BLE001
+                self.log(f"remove {ns}: {exc}")
+        self.nodes.clear()
+
+
+# The per-region view of the rehearsal's records: what a researcher would look at first.
+REGION_SQL = """
+SELECT v.vantage_id, v.region, p.n, p.rtt, d.n, d.total
+FROM (SELECT DISTINCT vantage_id, region FROM v_results WHERE campaign = %(campaign)s AND run = ANY(%(runs)s)) v
+LEFT JOIN LATERAL (
+    SELECT count(*) AS n, round((percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_median_ms))::numeric, 2)::float8 AS rtt
+    FROM v_ping WHERE campaign = %(campaign)s AND run = ANY(%(runs)s) AND vantage_id = v.vantage_id AND region = v.region
+) p ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS n, round((percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms))::numeric, 2)::float8 AS total
+    FROM v_dns_query WHERE campaign = %(campaign)s AND run = ANY(%(runs)s) AND vantage_id = v.vantage_id
+      AND region = v.region AND transport = 'do53' AND status = 'ok'
+) d ON true
+ORDER BY 1, 2
+"""
