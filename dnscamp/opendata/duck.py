@@ -1,0 +1,195 @@
+"""DuckDB over an archive: views of the same names and columns as the store's reader views, so
+a documented query runs unchanged on either (`dnscamp sql --archive SRC`).
+
+How a view is built (``views``): its columns and their types are the store's, read from the
+archive's manifest (``views``, from information_schema when it was written). Each column is
+- the envelope or body column of the same name in the kind's Parquet files (a body value that
+  did not fit its typed column is read from ``_body_extra`` the way the store's JSON_VALUE
+  reads it), or
+- one of the few computed columns below (durations, totals, counts, JSON members), written
+  once in DuckDB's SQL (``DERIVED``),
+cast to the store's type (TRY_CAST: a value out of the type's range is NULL, as in the store).
+Only the aggregate view ``v_failures`` is SQL written for DuckDB as a whole. Views over tables
+an archive does not hold (Atlas tables, the S3 ledger, the quarantine) are not created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from dnscamp.opendata import archive, codec
+
+KIND_OF_VIEW = {"v_dns_query": "dns_query", "v_page_load": "page_load", "v_ping": "ping"}
+PG_TO_DUCK = {
+    "text": "VARCHAR", "character varying": "VARCHAR", "uuid": "UUID", "integer": "INTEGER", "smallint": "SMALLINT",
+    "bigint": "BIGINT", "double precision": "DOUBLE", "real": "FLOAT", "numeric": "DOUBLE", "boolean": "BOOLEAN",
+    "jsonb": "JSON", "json": "JSON", "timestamp with time zone": "TIMESTAMPTZ",
+    "timestamp without time zone": "TIMESTAMP", "date": "DATE",
+}  # fmt: skip
+_NS_MS = "::HUGEINT - {b})::DOUBLE / 1e6"
+DERIVED: dict[str, dict[str, str]] = {
+    "v_results": {
+        "ok": "status = 'ok'",
+        "link_backend": "json_extract_string(env, '$.link_backend')",
+        "ingested_at": "NULL",  # when a row reached the store: not archived
+    },
+    "v_dns_query": {
+        "answer_count": "COALESCE(json_array_length(answers), 0)",
+        "connect_ms": "(t_connected" + _NS_MS.format(b="t_start"),
+        "handshake_ms": "(t_tls_done" + _NS_MS.format(b="COALESCE(t_connected, t_start)"),
+        "exchange_ms": "(t_response" + _NS_MS.format(b="t_query_sent"),
+        "total_ms": "(t_response" + _NS_MS.format(b="t_start"),
+        "exchange_rtt_multiple": "(t_response" + _NS_MS.format(b="t_query_sent") + " / _rtt_divisor",
+        "total_rtt_multiple": "(t_response" + _NS_MS.format(b="t_start") + " / _rtt_divisor",
+        "total_bytes": "_bytes_n",
+        "total_packets": "_packets_n",
+        "total_ip_bytes": "_bytes_n + _hdr_bytes * _packets_n",
+        "tool_versions": "json_extract(env, '$.dns')",
+    },
+    "v_page_load": {
+        "dom_content_loaded_ms": "jnum(navigation, '$.domContentLoadedEventStart')",
+        "ttfb_ms": "jnum(navigation, '$.responseStart')",
+        "doc_dns_ms": "jnum(navigation, '$.domainLookupEnd') - jnum(navigation, '$.domainLookupStart')",
+        "doc_connect_ms": "jnum(navigation, '$.connectEnd') - jnum(navigation, '$.connectStart')",
+        "doc_tls_ms": "CASE WHEN jnum(navigation, '$.secureConnectionStart') > 0 "
+                      "THEN jnum(navigation, '$.connectEnd') - jnum(navigation, '$.secureConnectionStart') END",
+        "resources": "COALESCE(json_array_length(resources), 0)",
+        "stub_queries": "jint(stub, '$.queries')",
+        "stub_overhead_us_p50": "jnum(stub, '$.overhead_us_p50')",
+        "load_order": '"order"',
+        "seed": "json_extract_string(env, '$.seed')",
+    },
+    "v_ping": {
+        "loss": "CASE WHEN sent > 0 THEN 1.0 - received::DOUBLE / sent END",
+        "rtt_min_ms": "list_min(_rtts)",
+        "rtt_avg_ms": "list_avg(_rtts)",
+        "rtt_median_ms": "list_aggregate(_rtts, 'median')",
+        "rtt_max_ms": "list_max(_rtts)",
+    },
+}  # fmt: skip
+# Helper columns a view's computed columns use (not part of the view).
+HELPERS = {
+    "v_dns_query": (
+        "CASE WHEN transport IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END AS _hdr_bytes",
+        "TRY_CAST(COALESCE(handshake_bytes_sent, 0)::HUGEINT + COALESCE(handshake_bytes_received, 0) "
+        "+ query_bytes_sent + query_bytes_received AS BIGINT) AS _bytes_n",
+        "TRY_CAST(COALESCE(handshake_packets_sent, 0)::HUGEINT + COALESCE(handshake_packets_received, 0) "
+        "+ query_packets_sent + query_packets_received AS INTEGER) AS _packets_n",
+        "CASE WHEN access_rtt_ms >= 0.001 THEN access_rtt_ms END AS _rtt_divisor",
+    ),
+    "v_ping": ("list_filter(TRY_CAST(rtts_ms AS DOUBLE[]), x -> x IS NOT NULL) AS _rtts",),
+}
+V_FAILURES = """
+CREATE OR REPLACE VIEW v_failures AS
+SELECT campaign, kind, vantage_id, network_profile, status,
+       count(*) AS n,
+       count(*)::DOUBLE / sum(count(*)) OVER (PARTITION BY campaign, kind, vantage_id, network_profile) AS share
+FROM v_results
+GROUP BY campaign, kind, vantage_id, network_profile, status
+"""
+MACROS = (
+    # JSON_VALUE(j, path RETURNING float8 / int): the number, NULL for another JSON type
+    "CREATE OR REPLACE MACRO jnum(j, p) AS CASE WHEN json_type(j, p) IN ('DOUBLE', 'BIGINT', 'UBIGINT') "
+    "THEN TRY_CAST(json_extract(j, p) AS DOUBLE) END",
+    "CREATE OR REPLACE MACRO jint(j, p) AS CASE WHEN json_type(j, p) IN ('BIGINT', 'UBIGINT') "
+    "THEN TRY_CAST(json_extract(j, p) AS INTEGER) END",
+)
+_FALLBACK = {  # a body value kept in _body_extra, read as the store's JSON_VALUE / ->> would
+    int: "CASE WHEN json_type(_body_extra, '$.\"{k}\"') IN ('BIGINT', 'UBIGINT') "
+         "THEN TRY_CAST(json_extract(_body_extra, '$.\"{k}\"') AS BIGINT) END",
+    float: "jnum(_body_extra, '$.\"{k}\"')",
+    bool: "CASE WHEN json_type(_body_extra, '$.\"{k}\"') = 'BOOLEAN' "
+          "THEN json_extract(_body_extra, '$.\"{k}\"')::BOOLEAN END",
+    str: "json_extract_string(_body_extra, '$.\"{k}\"')",
+    codec.JSON: "json_extract(_body_extra, '$.\"{k}\"')",
+}  # fmt: skip
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _kind_select(kind: str, source: str) -> str:
+    """SELECT of one kind's archived rows with body columns under their body names, typed."""
+    cols = [f"{_q(c)}" for c in codec.ENVELOPE if c not in ("env",)]
+    cols.append("CAST(env AS JSON) AS env")
+    cols.append(f"'{kind}' AS kind")
+    for key, col, t in codec.body_fields(kind):
+        base = f"CAST({_q(col)} AS JSON)" if t is codec.JSON else _q(col)
+        cols.append(f"COALESCE({base}, {_FALLBACK[t].format(k=key)}) AS {_q(key)}")
+    cols.append(codec.EXTRA)
+    return f"SELECT {', '.join(cols)} FROM {source}"
+
+
+def connect(src: str, *, checksums: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the archive's views. The manifest and the files' sizes, row
+    counts and footers are verified first (``checksums`` adds every file's sha256)."""
+    fs, root, manifest = archive.verify(src, checksums=checksums)
+    con = duckdb.connect()
+    for m in MACROS:
+        con.execute(m)
+    local = isinstance(fs, archive.pafs.LocalFileSystem)
+    kinds = set(manifest["kinds"]) | set(KIND_OF_VIEW.values())
+    for kind in sorted(kinds):
+        files = [f"{root}/{f['path']}" for f in manifest["files"] if f["kind"] == kind]
+        rel = f"_k_{kind}"
+        if files and local:
+            lst = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
+            source = f"read_parquet([{lst}], hive_partitioning = false)"
+        else:  # S3 (through Arrow's S3 client: DuckDB scans the dataset) or a kind not archived
+            data = ds.dataset(files, filesystem=fs, format="parquet") if files else pa.table(
+                {f.name: pa.array([], f.type) for f in codec.schema(kind)})  # fmt: skip
+            con.register(f"_arrow_{kind}", data)
+            source = f"_arrow_{kind}"
+        con.execute(f"CREATE OR REPLACE VIEW {rel} AS {_kind_select(kind, source)}")
+    for name, sql in view_sql(manifest, sorted(kinds)).items():
+        con.execute(sql)
+    con.execute(V_FAILURES)
+    return con
+
+
+def view_sql(manifest: dict[str, Any], kinds: list[str]) -> dict[str, str]:
+    """CREATE VIEW statements for the views the archive can answer, in the store's columns."""
+    views = manifest.get("views", {})
+    out: dict[str, str] = {}
+    for name, cols in views.items():
+        if name == "v_results":
+            env_cols = ", ".join(_q(c) for c in (*codec.ENVELOPE, "kind"))
+            source = "(" + " UNION ALL ".join(f"SELECT {env_cols} FROM _k_{k}" for k in kinds) + ")"
+        elif name in KIND_OF_VIEW:
+            source = f"_k_{KIND_OF_VIEW[name]}"
+        else:
+            continue
+        out[name] = create_view(name, cols, source)
+    return out
+
+
+def create_view(name: str, cols: list[list[str]], source: str) -> str:
+    derived = DERIVED.get(name, {})
+    sel = []
+    for col, pgtype in cols:
+        expr = derived.get(col, _q(col))
+        sel.append(f"TRY_CAST({expr} AS {PG_TO_DUCK.get(pgtype, 'VARCHAR')}) AS {_q(col)}")
+    helpers = HELPERS.get(name, ())
+    inner = f"(SELECT *{''.join(', ' + h for h in helpers)} FROM {source})" if helpers else source
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT {', '.join(sel)} FROM {inner} AS d"
+
+
+def unresolved(manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """View columns the archive cannot give (neither archived nor derived): for the tests."""
+    out: dict[str, list[str]] = {}
+    for name, cols in manifest.get("views", {}).items():
+        if name == "v_results":
+            have = set(codec.ENVELOPE) | {"kind"}
+        elif name in KIND_OF_VIEW:
+            have = set(codec.ENVELOPE) | {k for k, _, _ in codec.body_fields(KIND_OF_VIEW[name])}
+        else:
+            continue
+        missing = [c for c, _ in cols if c not in have and c not in DERIVED.get(name, {})]
+        if missing:
+            out[name] = missing
+    return out

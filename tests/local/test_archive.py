@@ -1,0 +1,214 @@
+"""`dnscamp archive`: Parquet (zstd, kind=/day=) + manifest, to a directory and to moto's S3;
+restore gives back the same records, idempotently; a corrupt or partial archive is refused
+whole, naming the file, before anything is ingested."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import psycopg
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from db.records import iter_records
+from dnscamp.cli import app
+from dnscamp.opendata import archive as arc
+from tests.scaffolding.demo_data import CAMPAIGN, RECORDS, load_demo
+
+pytestmark = pytest.mark.local
+runner = CliRunner()
+
+
+@pytest.fixture()
+def demo_db(fresh_db, monkeypatch) -> str:
+    load_demo(fresh_db)
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
+    return fresh_db
+
+
+def stored(url: str) -> dict[str, dict]:
+    with psycopg.connect(url) as c:
+        return {r["id"]: r for r in iter_records(c, campaign=CAMPAIGN)}
+
+
+def drop_campaign(url: str) -> None:
+    with psycopg.connect(url) as c:
+        c.execute("DELETE FROM results WHERE campaign = %s", (CAMPAIGN,))
+
+
+def cli(*args: str):
+    r = runner.invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_archive_layout_manifest_and_restore_round_trip(demo_db, tmp_path):
+    before = stored(demo_db)
+    assert len(before) == RECORDS
+    dest = tmp_path / "arch"
+    code, out, err = cli("archive", "--campaign", CAMPAIGN, str(dest), "--json")
+    assert code == 0, err
+    assert json.loads(out)["rows"] == RECORDS
+    m = json.loads((dest / "manifest.json").read_text())
+    assert m["format"] == arc.FORMAT and m["records_schema"] == "dnscamp.result/1" and m["store_revision"]
+    assert {k: v["rows"] for k, v in m["kinds"].items()} == {"dns_query": 60, "page_load": 48, "ping": 4, "atlas": 1}
+    for f in m["files"]:
+        p = dest / f["path"]
+        assert p.parts[-3] == f"kind={f['kind']}" and p.parts[-2] == f"day={f['day']}"
+        meta = pq.ParquetFile(p).metadata
+        assert meta.num_rows == f["rows"] and meta.row_group(0).column(0).compression == "ZSTD"
+    assert "v_dns_query" in m["views"] and ["total_ms", "double precision"] in m["views"]["v_dns_query"]
+    assert cli("archive", "verify", str(dest))[0] == 0
+
+    drop_campaign(demo_db)
+    assert stored(demo_db) == {}
+    code, out, err = cli("archive", "restore", str(dest), "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"ingested": RECORDS, "duplicates": 0, "quarantined": 0}
+    assert stored(demo_db) == before  # JSON-equal, every kind
+    with psycopg.connect(demo_db) as c:  # and the content hashes are ingest's (dedup holds)
+        assert c.execute("SELECT count(*) FROM results WHERE content_sha256 IS NULL").fetchone()[0] == 0
+    code, out, _ = cli("archive", "restore", str(dest), "--json")  # idempotent
+    assert code == 0 and json.loads(out) == {"ingested": 0, "duplicates": RECORDS, "quarantined": 0}
+
+
+def test_archive_refuses_a_destination_that_is_not_empty_and_an_unknown_campaign(demo_db, tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "old.txt").write_text("x")
+    code, _, err = cli("archive", "--campaign", CAMPAIGN, str(tmp_path / "x"))
+    assert code == 2 and "not empty" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli("archive", "--campaign", "nope", str(tmp_path / "y"))
+    assert code == 2 and "'nope'" in err
+
+
+def _truncate(dest: Path, m: dict) -> str:
+    rel = m["files"][0]["path"]
+    p = dest / rel
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    return rel
+
+
+def _remove(dest: Path, m: dict) -> str:
+    rel = m["files"][-1]["path"]
+    (dest / rel).unlink()
+    return rel
+
+
+def _flip(dest: Path, m: dict) -> str:  # same size, other bytes: only the checksum sees it
+    rel = m["files"][1]["path"]
+    p = dest / rel
+    b = bytearray(p.read_bytes())
+    b[8] ^= 0xFF  # inside the first page, far from the footer
+    p.write_bytes(bytes(b))
+    return rel
+
+
+def _rows(dest: Path, m: dict) -> str:  # a manifest that does not match its files
+    m["files"][0]["rows"] += 1
+    (dest / "manifest.json").write_text(json.dumps(m))
+    return "manifest.json"
+
+
+def _extra(dest: Path, m: dict) -> str:
+    rel = "kind=dns_query/day=2001-01-01/part-0000.parquet"
+    (dest / rel).parent.mkdir(parents=True)
+    shutil.copy(dest / m["files"][0]["path"], dest / rel)
+    return rel
+
+
+def _no_manifest(dest: Path, m: dict) -> str:
+    (dest / "manifest.json").unlink()
+    return "manifest.json"
+
+
+@pytest.mark.parametrize("damage,says", [(_truncate, "bytes"), (_remove, "missing"), (_flip, "sha256"),
+                                         (_rows, "rows"), (_extra, "not listed"), (_no_manifest, "missing")])  # fmt: skip
+def test_corrupt_or_partial_archive_is_refused_naming_the_file_and_nothing_is_restored(demo_db, tmp_path, damage, says):
+    dest = tmp_path / "arch"
+    assert cli("archive", "--campaign", CAMPAIGN, str(dest))[0] == 0
+    m = json.loads((dest / "manifest.json").read_text())
+    drop_campaign(demo_db)
+    rel = damage(dest, m)
+    for cmd in (("archive", "verify", str(dest)), ("archive", "restore", str(dest)),
+                ("sql", "--archive", str(dest), "SELECT count(*) FROM v_results")):  # fmt: skip
+        code, _, err = cli(*cmd)
+        assert code == 2, (cmd, err)
+        assert rel in err and says in err and len(err.strip().splitlines()) == 1, err
+    assert stored(demo_db) == {}  # never half-applied
+
+
+def test_truncated_parquet_with_a_matching_manifest_is_refused_by_its_footer(demo_db, tmp_path):
+    """A file cut short whose manifest entry was rewritten to match (size and sha256) is still
+    refused: its Parquet footer does not read."""
+    import hashlib
+
+    dest = tmp_path / "arch"
+    assert cli("archive", "--campaign", CAMPAIGN, str(dest))[0] == 0
+    m = json.loads((dest / "manifest.json").read_text())
+    rel = _truncate(dest, m)
+    data = (dest / rel).read_bytes()
+    m["files"][0].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (dest / "manifest.json").write_text(json.dumps(m))
+    code, _, err = cli("archive", "restore", str(dest))
+    assert code == 2 and rel in err and "Parquet" in err, err
+
+
+# --- S3 (moto server mode) ----------------------------------------------------------------
+
+
+@pytest.fixture()
+def moto_s3(monkeypatch):
+    from tests.local.test_pipeline_collect import Moto
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    m = Moto()
+    m.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", m.url)
+    import boto3
+
+    m.client = boto3.client("s3", endpoint_url=m.url)
+    m.client.create_bucket(Bucket="archive-test")
+    yield m
+    for o in m.client.list_objects_v2(Bucket="archive-test").get("Contents", []):
+        m.client.delete_object(Bucket="archive-test", Key=o["Key"])
+    m.client.delete_bucket(Bucket="archive-test")
+    m.stop()
+
+
+def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto_s3):
+    from dnscamp.opendata import duck
+
+    uri = "s3://archive-test/campaigns/default"
+    code, out, err = cli("archive", "--campaign", CAMPAIGN, uri, "--json")
+    assert code == 0, err
+    keys = {o["Key"] for o in moto_s3.client.list_objects_v2(Bucket="archive-test")["Contents"]}
+    m = json.loads(moto_s3.client.get_object(Bucket="archive-test", Key="campaigns/default/manifest.json")["Body"].read())
+    assert keys == {"campaigns/default/manifest.json"} | {f"campaigns/default/{f['path']}" for f in m["files"]}
+    # DuckDB straight from the bucket (Arrow's S3 client under DuckDB's scan)
+    con = duck.connect(uri, checksums=True)
+    got = dict(con.execute("SELECT transport, count(*) FROM v_dns_query GROUP BY 1").fetchall())
+    assert got == {"do53": 12, "dot": 12, "doh": 12, "doh3": 12, "doq": 12}
+    before = stored(demo_db)
+    drop_campaign(demo_db)
+    code, out, err = cli("archive", "restore", uri, "--json")
+    assert code == 0 and json.loads(out)["ingested"] == RECORDS, err
+    assert stored(demo_db) == before
+    moto_s3.client.delete_object(Bucket="archive-test", Key="campaigns/default/" + m["files"][0]["path"])
+    code, _, err = cli("archive", "restore", uri)
+    assert code == 2 and m["files"][0]["path"] in err and "missing" in err
+
+
+def test_archive_writes_nothing_into_the_store_role_it_does_not_need(demo_db, tmp_path):
+    """Archiving reads; the store's row count is the same after it."""
+    with psycopg.connect(demo_db) as c:
+        n = c.execute("SELECT count(*) FROM results").fetchone()[0]
+    assert cli("archive", "--campaign", CAMPAIGN, str(tmp_path / "a"))[0] == 0
+    with psycopg.connect(demo_db) as c:
+        assert c.execute("SELECT count(*) FROM results").fetchone()[0] == n
+    assert os.listdir(tmp_path / "a")
