@@ -34,8 +34,9 @@ def render(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write(out_dir: Path = OUT) -> list[Path]:
+def write(out_dir: Path | None = None) -> list[Path]:
     """Write every dashboard; remove JSON files no dashboard generates any more."""
+    out_dir = out_dir or OUT
     out_dir.mkdir(parents=True, exist_ok=True)
     built = build()
     for stale in set(p.name for p in out_dir.glob("*.json")) - set(built):
@@ -47,8 +48,9 @@ def write(out_dir: Path = OUT) -> list[Path]:
     return paths
 
 
-def check(out_dir: Path = OUT) -> list[str]:
+def check(out_dir: Path | None = None) -> list[str]:
     """Files that differ from what the code generates (missing, changed, or not generated)."""
+    out_dir = out_dir or OUT
     built = {name: render(data) for name, data in build().items()}
     have = {p.name: p.read_text() for p in out_dir.glob("*.json")} if out_dir.is_dir() else {}
     return sorted(n for n in set(built) | set(have) if built.get(n) != have.get(n))

@@ -57,8 +57,13 @@ def sql_target_schema() -> dict[str, Any]:
 
 def errors(data: dict[str, Any], name: str = "dashboard") -> list[str]:
     """Every schema violation of one dashboard's JSON, each as 'where: what' (empty when valid)."""
-    out = _errors(_schema("dashboard"), data, name)
+    # the panels one by one against Panel or RowPanel (the dashboard schema's oneOf would only
+    # say "not valid under any of the given schemas"), the rest against Dashboard
+    out = _errors(_schema("dashboard"), {k: v for k, v in data.items() if k != "panels"}, name)
     target = sql_target_schema()
+    for i, p in enumerate(data.get("panels", [])):
+        kind = "RowPanel" if p.get("type") == "row" else "Panel"
+        out += _errors(_definition("dashboard", kind), p, f"{name}/panels/{i}")
     for p in panel_list(data):
         where = f"{name}/panel {p.get('title')!r}"
         if (opts := _definition(p["type"], "Options")) is not None:

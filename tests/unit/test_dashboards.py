@@ -1,0 +1,130 @@
+"""Dashboards as code (issue 15): the committed JSON is what dashboards/ generates, every
+dashboard passes Grafana 11.6's JSON Schemas, panels read views only, and the provisioning
+files point at the datasource the panels name."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import dashboards
+from dashboards.panels import DATASOURCE
+from dashboards.validate import errors, public_errors, sql_target_schema
+from db.models import Base
+from dnscamp.cli import app
+
+pytestmark = pytest.mark.unit
+BUILT = dashboards.build()
+RELATIONS = re.compile(r"\b(?:FROM|JOIN)\s+(?:LATERAL\s+)?([A-Za-z_][A-Za-z0-9_.]*)", re.IGNORECASE)
+TABLES = set(Base.metadata.tables)
+
+
+def _targets(data):
+    return [(p["title"], t) for p in dashboards.panel_list(data) for t in p.get("targets", [])]
+
+
+def test_the_committed_json_is_what_the_code_generates():
+    assert dashboards.check() == [], "run `dnscamp dashboards build` and commit dashboards/provisioning/dashboards/"
+    assert sorted(BUILT) == sorted(p.name for p in dashboards.OUT.glob("*.json"))
+
+
+def test_check_names_a_hand_edited_a_missing_and_an_extra_file(tmp_path):
+    dashboards.write(tmp_path)
+    assert dashboards.check(tmp_path) == []
+    edited = tmp_path / "dnscamp-dns.json"
+    edited.write_text(edited.read_text().replace("DNS response times", "DNS times", 1))
+    (tmp_path / "dnscamp-health.json").unlink()
+    (tmp_path / "old.json").write_text("{}\n")
+    assert dashboards.check(tmp_path) == ["dnscamp-dns.json", "dnscamp-health.json", "old.json"]
+    dashboards.write(tmp_path)  # build repairs all three
+    assert dashboards.check(tmp_path) == [] and not (tmp_path / "old.json").exists()
+
+
+def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboards, "OUT", tmp_path / "provisioning" / "dashboards")
+    monkeypatch.setattr(dashboards, "HERE", tmp_path)
+    runner = CliRunner()
+    r = runner.invoke(app, ["dashboards", "build", "--check"])
+    assert r.exit_code == 1 and "dnscamp-dns.json differs" in r.output
+    r = runner.invoke(app, ["dashboards", "build"])
+    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT)
+    assert runner.invoke(app, ["dashboards", "build", "--check"]).exit_code == 0
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_every_dashboard_passes_grafanas_schemas(name):
+    assert errors(BUILT[name], name) == []
+
+
+def test_the_schemas_catch_what_grafana_would_reject():
+    d = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    d["panels"][1]["gridPos"]["w"] = "wide"  # dashboard schema
+    xy = next(p for p in dashboards.panel_list(d) if p["type"] == "xychart")
+    xy["options"]["mapping"] = "diagonal"  # the xychart panel's own schema
+    ts = next(p for p in dashboards.panel_list(d) if p["type"] == "timeseries")
+    del ts["targets"][0]["rawSql"]  # our SQL target schema
+    found = "\n".join(errors(d, "x"))
+    assert "'wide' is not of type 'integer'" in found
+    assert "'diagonal' is not one of" in found
+    assert "'rawSql' is a required property" in found
+    assert public_errors({"uid": "x"}, "p")
+
+
+def test_targets_are_code_mode_sql_on_the_provisioned_datasource():
+    schema = sql_target_schema()
+    assert "rawSql" in schema["properties"] and schema["properties"]["refId"]["type"] == "string"
+    for data in BUILT.values():
+        for title, t in _targets(data):
+            assert t["datasource"] == DATASOURCE.to_json() and t["editorMode"] == "code", title
+            assert t["format"] in ("table", "time_series"), title
+
+
+def test_panels_and_variables_read_views_only():
+    """Statically: every query reads a view and names no table of the store (the local tests run
+    them as dnscamp_reader, which can read nothing else)."""
+    assert {"results", "quarantine", "collected_objects", "atlas_ping"} <= TABLES
+    for name, data in BUILT.items():
+        sqls = [t["rawSql"] for _, t in _targets(data)] + [v["query"] for v in data["templating"]["list"]]
+        assert sqls
+        for sql in sqls:
+            rels = set(RELATIONS.findall(re.sub(r"--[^\n]*", "", sql)))
+            assert any(r.startswith("v_") for r in rels) and not rels & TABLES, (name, rels)
+
+
+def test_each_panel_has_a_question_and_a_unique_id():
+    for name, data in BUILT.items():
+        ids = [p["id"] for p in data["panels"]]
+        assert len(ids) == len(set(ids)), name
+        for p in dashboards.panel_list(data):
+            assert p["description"].startswith("Question: "), (name, p["title"])
+
+
+def test_time_range_is_honoured_through_time_filter():
+    """Every panel over timestamped views filters on the dashboard's time range; only the
+    QuicSocks savings (no time axis in v_quicsocks_savings) and Atlas credits do not."""
+    for name, data in BUILT.items():
+        for title, t in _targets(data):
+            if re.search(r"\bv_(quicsocks_savings|atlas_credits)\b", t["rawSql"]):
+                continue
+            assert "$__timeFilter(" in t["rawSql"], (name, title)
+
+
+def test_provisioning_points_at_the_panels_datasource_and_the_json():
+    ds = yaml.safe_load((dashboards.PROVISIONING / "datasources" / "postgres.yaml").read_text())["datasources"]
+    assert [(d["uid"], d["type"]) for d in ds] == [(DATASOURCE.uid, DATASOURCE.type_val)]
+    assert ds[0]["user"] == "${DNSCAMP_READER_USER}" and ds[0]["secureJsonData"]["password"] == "${DNSCAMP_READER_PASSWORD}"
+    assert ds[0]["editable"] is False
+    prov = yaml.safe_load((dashboards.OUT / "dnscamp.yaml").read_text())["providers"]
+    assert prov[0]["type"] == "file" and prov[0]["options"]["path"] == "/etc/grafana/provisioning/dashboards"
+    assert prov[0]["allowUiUpdates"] is False
+
+
+def test_the_built_json_is_plain_sorted_data():
+    for name, data in BUILT.items():
+        text = (dashboards.OUT / name).read_text()
+        assert json.loads(text) == data and text == json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
