@@ -10,13 +10,25 @@ import json
 import sys
 from typing import Any, Sequence
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from dnscamp.errors import die
 from vantage_agent.errors import first_line
 
-app = typer.Typer(help="SQL over the store's reader views, or over a Parquet archive with DuckDB "
-                       "(same view names and columns; docs/archive.md).", no_args_is_help=True)  # fmt: skip
+
+
+class _OneCommand(TyperGroup):
+    """`dnscamp sql [OPTIONS] QUERY` is one command: the group (which cli.py registers) hands
+    every argument to it, options before or after the query."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, ["query", *args] if args[:1] != ["query"] else args)
+
+
+app = typer.Typer(cls=_OneCommand, help="SQL over the store's reader views, or over a Parquet archive with DuckDB "
+                  "(same view names and columns; docs/archive.md).")  # fmt: skip
 FORMATS = ("table", "csv", "json")
 
 
@@ -94,7 +106,7 @@ def render(cols: Sequence[str], rows: Sequence[tuple], fmt: str) -> str:
     return "\n".join(lines) + f"\n({len(rows)} rows)\n"
 
 
-@app.callback(invoke_without_command=True)
+@app.command("query")
 def sql_command(
     query: str = typer.Argument(..., help='SQL, e.g. "SELECT transport, count(*) FROM v_dns_query GROUP BY 1".'),
     archive: str = typer.Option(None, "--archive", "-a", help="Archive directory or s3://bucket/prefix: run on "

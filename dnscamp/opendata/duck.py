@@ -81,7 +81,7 @@ HELPERS = {
         "+ query_packets_sent + query_packets_received AS INTEGER) AS _packets_n",
         "CASE WHEN access_rtt_ms >= 0.001 THEN access_rtt_ms END AS _rtt_divisor",
     ),
-    "v_ping": ("list_filter(TRY_CAST(rtts_ms AS DOUBLE[]), x -> x IS NOT NULL) AS _rtts",),
+    "v_ping": ("list_filter(TRY_CAST(rtts_ms AS DOUBLE[]), lambda x: x IS NOT NULL) AS _rtts",),
 }
 V_FAILURES = """
 CREATE OR REPLACE VIEW v_failures AS

@@ -1,0 +1,127 @@
+"""`dnscamp sql`: the same query on the store (reader role) and on DuckDB over the archive
+gives the same rows, view by view and for the documented dashboard queries."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from dnscamp.cli import app
+from dnscamp.commands.sql import run_query
+from dnscamp.opendata import archive as arc
+from dnscamp.opendata import duck
+from tests.scaffolding.demo_data import CAMPAIGN, load_demo
+
+pytestmark = pytest.mark.local
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("gen_campaign", ROOT / "bench" / "gen_campaign.py")
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
+
+# dashboard-style queries (bench/archive_bench.py times them): each must run unchanged on both
+QUERIES = {
+    "p50_total_ms_per_transport_7d": """
+        SELECT transport, count(*) AS n,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) AS p50_total_ms
+        FROM v_dns_query
+        WHERE status = 'ok' AND started_at >= (SELECT max(started_at) FROM v_dns_query) - INTERVAL '7 days'
+        GROUP BY transport ORDER BY transport""",
+    "failure_rate_resolver_transport_30d": """
+        SELECT resolver, transport, count(*) AS n,
+               avg(CASE WHEN status = 'ok' THEN 0.0 ELSE 1.0 END) AS failure_rate
+        FROM v_dns_query
+        WHERE started_at >= (SELECT max(started_at) FROM v_dns_query) - INTERVAL '30 days'
+        GROUP BY resolver, transport ORDER BY resolver, transport""",
+    "failures_by_status": "SELECT kind, status, sum(n) AS n FROM v_failures GROUP BY 1, 2 ORDER BY 1, 2",
+    "page_load_plt": """
+        SELECT browser, http, dns_transport, count(*) AS n, avg(plt_ms) AS plt
+        FROM v_page_load GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
+}
+
+
+def _norm(v):
+    if isinstance(v, datetime):
+        return v.timestamp()
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    if v is not None and type(v).__name__ in ("UUID", "Decimal"):
+        return str(v) if type(v).__name__ == "UUID" else float(v)
+    return v
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, str) and isinstance(b, str) and a[:1] in "[{":
+        return json.loads(a) == json.loads(b)
+    return a == b
+
+
+def assert_same_rows(pg: tuple, dk: tuple, what: str) -> None:
+    (pcols, prows), (dcols, drows) = pg, dk
+    assert pcols == dcols, what
+    assert len(prows) == len(drows), (what, len(prows), len(drows))
+    for pr, dr in zip(prows, drows):
+        for col, a, b in zip(pcols, map(_norm, pr), map(_norm, dr)):
+            assert _same(a, b), (what, col, a, b, pr[0])
+
+
+@pytest.fixture()
+def both(fresh_db, monkeypatch, tmp_path):
+    """The demo campaign and a small generated one in a store, and the archives of both."""
+    load_demo(fresh_db)
+    out = tmp_path / "gen"
+    gen.generate(out, seed=5, dns_queries_n=4000, page_loads_n=600, atlas_n=0, campaign=CAMPAIGN)
+    gen.load(out, fresh_db, workers=1)
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
+    with psycopg.connect(fresh_db) as c:
+        arc.write(c, CAMPAIGN, str(tmp_path / "arch"))
+    return str(tmp_path / "arch")
+
+
+def test_every_archived_view_gives_the_stores_rows(both):
+    m = json.loads((Path(both) / "manifest.json").read_text())
+    assert duck.unresolved(m) == {}  # every column of v_results, v_dns_query, v_page_load, v_ping
+    for view in ("v_results", "v_dns_query", "v_page_load", "v_ping", "v_failures"):
+        cols = [c for c, _ in m["views"][view] if not (view == "v_results" and c == "ingested_at")]
+        order = "campaign, kind, vantage_id, network_profile, status" if view == "v_failures" else "id"
+        q = f"SELECT {', '.join(cols)} FROM {view} WHERE campaign = '{CAMPAIGN}' ORDER BY {order}"
+        pg = run_query(q)
+        assert pg[1], view
+        assert_same_rows(pg, run_query(q, both), view)
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_dashboard_queries_run_unchanged_on_both(both, name):
+    pg = run_query(QUERIES[name])
+    assert pg[1]
+    assert_same_rows(pg, run_query(QUERIES[name], both), name)
+
+
+def test_sql_cli_formats_and_errors(both):
+    q = "SELECT transport, count(*) AS n FROM v_dns_query GROUP BY 1 ORDER BY 1"
+    r = runner.invoke(app, ["sql", "--archive", both, q, "--format", "csv"])
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    assert rows[0] == ["transport", "n"] and [x[0] for x in rows[1:]] == ["do53", "doh", "doh3", "doq", "dot"]
+    r2 = runner.invoke(app, ["sql", q, "--format", "json"])  # the store, as the reader
+    assert r2.exit_code == 0, r2.stderr
+    assert json.loads(r2.stdout) == [{"transport": t, "n": int(n)} for t, n in rows[1:]]
+    r = runner.invoke(app, ["sql", "--archive", both, q])
+    assert r.exit_code == 0 and r.stdout.splitlines()[0].split() == ["transport", "|", "n"] and "(5 rows)" in r.stdout
+    r = runner.invoke(app, ["sql", "SELECT count(*) FROM results"])  # the reader sees the views only
+    assert r.exit_code == 2 and "permission denied" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = runner.invoke(app, ["sql", "--archive", both, "SELECT nope FROM v_results"])
+    assert r.exit_code == 2 and r.stderr.startswith("dnscamp: sql: ")
+    r = runner.invoke(app, ["sql", q, "--format", "xml"])
+    assert r.exit_code == 2 and "--format" in r.stderr
