@@ -61,7 +61,7 @@ ORDER BY last_collected DESC"""
 SELECT reason_class, count(*) AS lines, count(DISTINCT source_file) AS files, max(quarantined_at) AS last_quarantined
 FROM v_quarantine
 WHERE $__timeFilter(quarantined_at)
-  AND (campaign IS NULL OR campaign IN (${campaign:sqlstring}))
+  AND (campaign IS NULL OR campaign = ANY(ARRAY[${campaign:sqlstring}]::text[]))
 GROUP BY 1
 ORDER BY lines DESC, 1"""
     aw = where("atlas_campaign", time=None)

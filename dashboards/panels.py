@@ -54,8 +54,10 @@ class Sql(cogbuilder.Builder[SqlQuery]):
 
 # --- variables ---------------------------------------------------------------------------------
 # Each is multi-valued with "All" (= every option, no custom all value), so a panel's SQL reads
-# `col IN (${var:sqlstring})`: each value single-quoted with quotes doubled. NULLs are shown
-# as 'none' (an IN list cannot match NULL), on both sides.
+# `col = ANY(ARRAY[${var:sqlstring}]::text[])`: each value single-quoted with quotes doubled.
+# Not `IN (...)`: a variable with no options (nothing in the time range) expands to nothing,
+# and `IN ()` is a syntax error where an empty array just matches no row. NULLs are shown as
+# 'none' (they would match nothing), on both sides.
 
 
 def _var(name: str, label: str, sql: str, description: str) -> dashboard.QueryVariable:
@@ -68,7 +70,7 @@ def _distinct(expr: str, view: str, where: str) -> str:
     return f"SELECT DISTINCT {expr} FROM {view} WHERE {where} ORDER BY 1"
 
 
-CAMPAIGN = "campaign IN (${campaign:sqlstring})"
+CAMPAIGN = "campaign = ANY(ARRAY[${campaign:sqlstring}]::text[])"
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
     "campaign": ("Campaign", _distinct("campaign", "v_results", "$__timeFilter(started_at)"),
@@ -94,14 +96,14 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
 # the SQL condition each variable stands for, on the columns of the views that have them
 FILTERS = {
     "campaign": CAMPAIGN,
-    "vantage": "vantage_id IN (${vantage:sqlstring})",
-    "region": "coalesce(region, 'none') IN (${region:sqlstring})",
-    "profile": "coalesce(network_profile, 'none') IN (${profile:sqlstring})",
-    "resolver": "coalesce(resolver, 'none') IN (${resolver:sqlstring})",
-    "transport": "transport IN (${transport:sqlstring})",
-    "browser": "browser IN (${browser:sqlstring})",
-    "dns_mode": "dns_mode IN (${dns_mode:sqlstring})",
-    "atlas_campaign": "campaign IN (${atlas_campaign:sqlstring})",
+    "vantage": "vantage_id = ANY(ARRAY[${vantage:sqlstring}]::text[])",
+    "region": "coalesce(region, 'none') = ANY(ARRAY[${region:sqlstring}]::text[])",
+    "profile": "coalesce(network_profile, 'none') = ANY(ARRAY[${profile:sqlstring}]::text[])",
+    "resolver": "coalesce(resolver, 'none') = ANY(ARRAY[${resolver:sqlstring}]::text[])",
+    "transport": "transport = ANY(ARRAY[${transport:sqlstring}]::text[])",
+    "browser": "browser = ANY(ARRAY[${browser:sqlstring}]::text[])",
+    "dns_mode": "dns_mode = ANY(ARRAY[${dns_mode:sqlstring}]::text[])",
+    "atlas_campaign": "campaign = ANY(ARRAY[${atlas_campaign:sqlstring}]::text[])",
 }
 
 

@@ -1,0 +1,184 @@
+"""Every panel's SQL, as Grafana would send it (dashboards/expand.py: variables then macros),
+runs on the real Postgres as dnscamp_reader, returns the columns its field config names, and
+returns rows for the demo campaign (tests/fixtures/demo). The demo has no failures, no S3
+objects and no quarantined lines: the three panels that show only those are empty on it (and
+asserted so), and are checked with the v1 fixtures' failure records and a real S3 collection
+(moto) of a shipped object with a broken line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+
+import dashboards
+from collectors import s3
+from collectors.ingest import ingest
+from dashboards.expand import Variable, expand, resolve
+from db import engine
+from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, CAMPAIGN, load_demo
+
+pytestmark = pytest.mark.local
+BUILT = dashboards.build()
+V1 = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "v1"
+DEMO_RANGE = (datetime(2026, 11, 23, 21, 0, tzinfo=timezone.utc), datetime(2026, 11, 23, 22, 0, tzinfo=timezone.utc))
+# panels that show only what the demo campaign has none of (failures, S3 objects, quarantine)
+EMPTY_ON_DEMO = {("dnscamp-failures.json", "Top failing names"),
+                 ("dnscamp-health.json", "Last upload per vantage (S3 collector)"),
+                 ("dnscamp-health.json", "Quarantined lines by reason")}
+NUMERIC = (int, float, Decimal)
+
+
+def reader_url(owner_url: str) -> str:
+    url = owner_url.replace("postgres@", f"{engine.READER}@", 1)
+    assert url != owner_url
+    return url
+
+
+def named_columns(panel: dict) -> set[str]:
+    """The columns a panel's field config and options name."""
+    names = {o["matcher"]["options"] for o in panel.get("fieldConfig", {}).get("overrides", [])
+             if o["matcher"]["id"] == "byName"}
+    for s in panel.get("options", {}).get("series", []):
+        names |= {s[axis]["matcher"]["options"] for axis in ("x", "y") if axis in s}
+    for t in panel.get("transformations", []):
+        if t["id"] == "partitionByValues":
+            names |= set(t["options"]["fields"])
+    return names
+
+
+def run_panels(url: str, selected: dict[str, tuple[str, ...]], time_range) -> dict[tuple[str, str], tuple[list, list]]:
+    """{(dashboard, panel title): (column names, rows)} of every panel, run as the reader."""
+    out = {}
+    with psycopg.connect(reader_url(url)) as c:
+        for name, data in BUILT.items():
+            variables = resolve(c, data, selected, *time_range)
+            for p in dashboards.panel_list(data):
+                cur = c.execute(expand(p["targets"][0]["rawSql"], variables, *time_range))
+                out[(name, p["title"])] = ([d.name for d in cur.description], cur.fetchall())
+    return out
+
+
+def shape_problems(results) -> list[str]:
+    """Panels whose result lacks what the panel reads."""
+    bad = []
+    panels = {(n, p["title"]): p for n, d in BUILT.items() for p in dashboards.panel_list(d)}
+    for key, (cols, rows) in results.items():
+        p = panels[key]
+        if p["type"] in ("timeseries", "heatmap"):
+            values = [c for c in cols if c not in ("time", "metric")]
+            need = {"time", "metric"} if p["type"] == "timeseries" else {"time"}
+            if not need <= set(cols) or not values or (p["type"] == "timeseries" and len(values) != 1):
+                bad.append(f"{key}: columns {cols}")
+            if any(not isinstance(r[cols.index(v)], (*NUMERIC, type(None))) for r in rows for v in values):
+                bad.append(f"{key}: non-numeric values")
+        elif missing := named_columns(p) - set(cols):
+            bad.append(f"{key}: field config names {sorted(missing)}, query returns {cols}")
+    return bad
+
+
+@pytest.fixture()
+def demo_db(fresh_db):
+    load_demo(fresh_db)
+    return fresh_db
+
+
+def test_every_panel_runs_as_the_reader_and_returns_the_demo_campaigns_rows(demo_db):
+    results = run_panels(demo_db, {"campaign": (CAMPAIGN,), "atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
+    assert len(results) == sum(len(dashboards.panel_list(d)) for d in BUILT.values()) >= 25
+    assert shape_problems(results) == []
+    empty = {k for k, (_, rows) in results.items() if not rows}
+    assert empty == EMPTY_ON_DEMO
+
+
+def test_the_demo_numbers_come_through(demo_db):
+    r = run_panels(demo_db, {"campaign": (CAMPAIGN,), "atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
+    cols, rows = r[("dnscamp-dns.json", "Per transport × resolver × profile × connection")]
+    assert sum(row[cols.index("n")] for row in rows) == 60  # the demo's 60 DNS queries, none failed
+    cols, rows = r[("dnscamp-pageloads.json", "PLT per DNS mode × browser × condition")]
+    assert sum(row[cols.index("n")] for row in rows) == 48
+    cols, rows = r[("dnscamp-quicsocks.json", "Table I terms per probe")]
+    assert len(rows) == 16  # the probes behind an ISP resolver the demo analysed
+    assert all(abs(row[cols.index("saving_ms")] - (row[cols.index("rtt_direct_ms")] - row[cols.index("rtt_server_ms")]))
+               < 1e-9 for row in rows)
+    cols, rows = r[("dnscamp-health.json", "Per vantage: units run, last measurement, ingest lag")]
+    assert [row[cols.index("vantage_id")] for row in rows] == ["testbed"] and rows[0][cols.index("records")] == 113
+    cols, rows = r[("dnscamp-failures.json", "Failure rate with counts")]
+    assert {row[cols.index("failed")] for row in rows} == {0}
+
+
+def test_variables_filter_and_survive_hostile_values(demo_db):
+    r = run_panels(demo_db, {"campaign": (CAMPAIGN,), "transport": ("doh",), "profile": ("4g",)}, DEMO_RANGE)
+    cols, rows = r[("dnscamp-dns.json", "Per transport × resolver × profile × connection")]
+    assert rows and {(row[0], row[2]) for row in rows} == {("doh", "4g")}
+    with psycopg.connect(demo_db) as c:
+        want = c.execute("SELECT count(*) FROM v_dns_query WHERE campaign = %s AND transport = 'doh' "
+                         "AND network_profile = '4g'", (CAMPAIGN,)).fetchone()[0]
+    assert sum(row[cols.index("n")] for row in rows) == want > 0
+    # a value with quotes is a value, not SQL: nothing matches it, nothing breaks
+    r = run_panels(demo_db, {"campaign": ("x'); DROP VIEW v_results; --",)}, DEMO_RANGE)
+    by_campaign = {(n, p["title"]) for n, d in BUILT.items() for p in dashboards.panel_list(d)
+                   if "${campaign:sqlstring}" in p["targets"][0]["rawSql"]}
+    assert len(by_campaign) > 20 and all(not r[k][1] for k in by_campaign)
+    with psycopg.connect(demo_db) as c:
+        assert c.execute("SELECT count(*) FROM v_results").fetchone()[0] == 113
+
+
+def test_a_time_range_without_records_gives_empty_panels(demo_db):
+    later = (DEMO_RANGE[1], DEMO_RANGE[1] + timedelta(hours=1))
+    r = run_panels(demo_db, {}, later)
+    assert not r[("dnscamp-dns.json", "Median and p90 resolution time")][1]
+    assert not r[("dnscamp-pageloads.json", "PLT distribution per DNS transport")][1]
+
+
+def _ship_with_a_broken_line(client, bucket: str) -> str:
+    lines = (V1 / "dns_query.jsonl").read_text().splitlines()
+    body = "\n".join([*lines[:3], "{not json", *lines[3:]]) + "\n"
+    key = "results/fixtures/testbed-fiber/r1/u-dns.jsonl.gz"
+    client.put_object(Bucket=bucket, Key=key, Body=gzip.compress(body.encode()))
+    return key
+
+
+def test_failure_and_collection_panels_with_failures_objects_and_quarantine(fresh_db, tmp_path):
+    """The v1 fixtures' failures (timeout, servfail, http_error; a page load's dns_error) and a
+    real S3 collection: the shipped object's broken line is quarantined under its key."""
+    ingest([V1 / "page_load.jsonl"], fresh_db, workers=1)
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="results")
+        key = _ship_with_a_broken_line(client, "results")
+        stats = s3.collect("s3://results/results/", fresh_db, client=client, workdir=tmp_path)
+    assert stats.collected == 1 and stats.ingested == 13 and stats.quarantined == 1
+    now = datetime.now(timezone.utc)
+    r = run_panels(fresh_db, {}, (datetime(2026, 11, 22, tzinfo=timezone.utc), now + timedelta(hours=1)))
+    assert shape_problems(r) == []
+    for key_ in EMPTY_ON_DEMO:
+        assert r[key_][1], key_
+    cols, rows = r[("dnscamp-failures.json", "Top failing names")]
+    assert {(row[0], row[cols.index("commonest_status")]) for row in rows} == {
+        ("drop.example.test.", "timeout"), ("servfail.example.test.", "servfail"), ("http500.example.test.", "http_error")}
+    cols, rows = r[("dnscamp-failures.json", "Failures by status per transport")]
+    by = {row[0]: dict(zip(cols, row)) for row in rows}
+    assert by["do53"]["timeout"] == by["do53"]["servfail"] == by["doh"]["http_error"] == 1
+    cols, rows = r[("dnscamp-failures.json", "Page-load failures by status per browser")]
+    assert {row[0]: row[cols.index("dns_error")] for row in rows}["firefox"] == 1
+    cols, rows = r[("dnscamp-health.json", "Last upload per vantage (S3 collector)")]
+    assert [(row[0], row[1], row[cols.index("quarantined")]) for row in rows] == [("fixtures", "testbed-fiber", 1)]
+    cols, rows = r[("dnscamp-health.json", "Quarantined lines by reason")]
+    assert sum(row[cols.index("lines")] for row in rows) == 1
+    with psycopg.connect(reader_url(fresh_db)) as c:
+        assert c.execute("SELECT campaign, vantage_id FROM v_quarantine").fetchall() == [("fixtures", "testbed-fiber")]
+        assert key in c.execute("SELECT source_file FROM v_quarantine").fetchone()[0]
+
+
+def test_the_reader_cannot_read_the_tables_behind_the_views(demo_db):
+    with psycopg.connect(reader_url(demo_db)) as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM results")
