@@ -1,0 +1,85 @@
+"""The report's figures and tables on hand-made rows (no store): the paper's numbers land beside
+ours where the paper gives them, SVGs are vector, and values from the store are escaped."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+import pytest
+
+from dnscamp.site import build, figures
+
+pytestmark = pytest.mark.unit
+
+
+def svg(fig) -> str:
+    buf = io.StringIO()
+    with matplotlib.rc_context(build.SVG_RC):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def test_rtt_multiples_table_puts_the_papers_medians_beside_ours():
+    rows = [{"profile": p, "transport": t, "n": 3, "rtt_multiple_p50": 2.0, "rtt_multiple_min": 1.5, "rtt_multiple_max": 2.5}
+            for p in ("fiber", "all", "4g") for t in ("doh", "dot", "do53")]
+    head, out = figures.table_rtt_multiples(rows)
+    cell = {(r[0], r[1]): dict(zip(head, r)) for r in out}
+    assert cell[("all", "doh")]["paper: median"] == 3.43 and cell[("all", "do53")]["paper: median"] == 1.03
+    assert cell[("fiber", "doh")]["paper: median"] == 3.71 and cell[("4g", "doh")]["paper: median"] == 3.12
+    assert cell[("fiber", "do53")]["paper: median"] is None  # the paper gives DoUDP only over all technologies
+    assert cell[("4g", "dot")]["paper: expected"] is None and cell[("4g", "doh")]["paper: expected"] == 3
+    assert [r[0] for r in out][:3] == ["all"] * 3  # the overall rows first, then profiles by delay
+
+
+def test_table_ii_at_our_medians_beside_the_papers_example():
+    r = {"probes": 5, "rtt_dns_ms": 10.0, "rtt_server_ms": 20.0, "rtt_direct_ms": 40.0, "status_quo_ms": 50.0,
+         "proposal_ms": 30.0, "status_quo_retry_ms": 90.0, "proposal_retry_ms": 50.0}
+    head, out = figures.table_ii([r])
+    assert out[1] == ["w/o stateless retry", "50.0", "30.0", 90, 60]
+    assert out[2] == ["with stateless retry", "90.0", "50.0", 150, 90]
+
+
+def test_plt_difference_table_pairs_conditions_with_the_paper():
+    rows = [{"profile": "4g-www", "transport": "doh", "diff_ms": d} for d in (10.0, 30.0, 50.0)]
+    rows += [{"profile": "fiber", "transport": "dot", "diff_ms": -5.0}]
+    head, out = figures.table_plt_diff(rows)
+    assert out == [["fiber", "dot", 1, -5.0, None], ["4g-www", "doh", 3, 30.0, 58]]
+
+
+def test_shares_and_outcomes_tables():
+    r = {"probes": 4, **{k: 0.25 for k in figures.PAPER_001_SHARES}}
+    head, out = figures.table_quicsocks_shares([r])
+    assert out[0] == ["probes (ISP resolver)", 4, 474]
+    assert ["saving ≥ 10 ms", "25.0%", "36.7%"] in out and ["RTT_DNS < 10 ms", "25.0%", "60.0%"] in out
+    rows = [{"profile": "3g", "transport": "doh", "status": "ok", "n": 3, "share": 0.75},
+            {"profile": "3g", "transport": "doh", "status": "page_load_timeout", "n": 1, "share": 0.25}]
+    head, out = figures.table_page_outcomes(rows)
+    assert head == ["profile", "transport", "loads", "ok", "page_load_timeout", "paper: successful"]
+    assert out == [["3g", "doh", 4, "75.0%", "25.0%", "20.1%"]]
+
+
+def test_heat_maps_are_vector_and_leave_missing_cells_blank():
+    rows = [{"profile": "fiber", "transport": "doh", "rtt_multiple_p50": 3.2},
+            {"profile": "4g", "transport": "doq", "rtt_multiple_p50": 2.1}]
+    text = svg(figures.draw_rtt_heatmap(rows))
+    assert "<image" not in text and "3.20" in text and "2.10" in text and "nan" not in text
+    rows = [{"profile": "4g", "url": "https://www.single.test/", "browser": "chromium", "transport": t,
+             "increase_pct": v} for t, v in (("doh", 12.5), ("dot", -3.0))]
+    text = svg(figures.draw_plt_heatmap(rows))
+    assert "<image" not in text and "+12.5%" in text and "-3.0%" in text and "single.test" in text
+
+
+def test_cdfs_draw_every_series_even_of_one_point():
+    rows = [{"profile": "fiber", "transport": "do53", "total_ms": 15.0},
+            {"profile": "fiber", "transport": "doh", "total_ms": 45.0},
+            {"profile": "4g", "transport": "doh", "total_ms": 300.0}]
+    text = svg(figures.draw_resolution(rows))
+    assert "profile fiber" in text and "profile 4g" in text and "doh (n=1)" in text
+
+
+def test_values_from_the_store_are_escaped_and_formatted():
+    html = build.html_table(["<b>col</b>"], [["<script>alert(1)</script>"], [1234.5678], [0.123456], [None], [2.0]])
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;col&lt;/b&gt;" in html
+    assert "<td>1235</td>" in html and "<td>0.12</td>" in html and "<td>—</td>" in html and "<td>2</td>" in html
+    assert build.slug("a/b c") == "a-b-c" and build.slug("..") == "campaign"
