@@ -1,0 +1,185 @@
+"""The store and the archive side by side on the same generated records (issue 19):
+
+- bytes per record: the store's tables after ingest (pg_total_relation_size of every table,
+  indexes and TOAST included, minus the empty schema's) against the archive's Parquet files;
+- the dashboard-style queries (p50 total_ms per transport over the last 7 days; failure rate
+  per resolver x transport over 30 days), timed on Postgres (reader role, the v_ views) and
+  on DuckDB over the archive (`dnscamp sql --archive`'s views), same SQL text on both;
+- ingest and archive throughput on the way.
+
+    .venv/bin/python bench/archive_bench.py [--records 1000000] [--runs 5] [--keep DIR]
+
+Generates N dns_query records with bench/gen_campaign.py (seed 1) in a scratch directory,
+ingests them into a scratch database of the embedded cluster (DNSCAMP_HOME; started and
+stopped here if it was not running), archives them, and prints a Markdown table and a JSON
+line. Timings: the first (cold) run and the median of the next --runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+_spec = importlib.util.spec_from_file_location("gen_campaign", ROOT / "bench" / "gen_campaign.py")
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
+
+CAMPAIGN = "bench"
+# gen_campaign's 30 days end at gen.END (2026-11-23T00:00Z): fixed bounds, the same text on both engines
+QUERIES = {
+    "p50 total_ms per transport, last 7 days": """
+        SELECT transport, count(*) AS n,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) AS p50_total_ms
+        FROM v_dns_query
+        WHERE campaign = 'bench' AND status = 'ok' AND started_at >= TIMESTAMPTZ '2026-11-16 00:00:00+00'
+        GROUP BY transport ORDER BY transport""",
+    "failure rate per resolver x transport, 30 days": """
+        SELECT resolver, transport, count(*) AS n,
+               avg(CASE WHEN status <> 'ok' THEN 1.0 ELSE 0.0 END) AS failure_rate
+        FROM v_dns_query
+        WHERE campaign = 'bench' AND started_at >= TIMESTAMPTZ '2026-10-24 00:00:00+00'
+        GROUP BY resolver, transport ORDER BY resolver, transport""",
+}
+
+
+def table_bytes(conn: psycopg.Connection) -> dict[str, int]:
+    """pg_total_relation_size (heap + TOAST + indexes) of every table of the schema; a
+    partitioned table counts its partitions."""
+    rows = conn.execute(
+        "SELECT c.relname, COALESCE((SELECT sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i "
+        "WHERE i.inhparent = c.oid), 0) + pg_total_relation_size(c.oid) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+        "AND c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition"
+    ).fetchall()
+    return {name: int(size) for name, size in rows}
+
+
+def timed(fn, runs: int) -> tuple[float, float, object]:
+    """(cold seconds, median of the next ``runs``, last result)."""
+    t = time.perf_counter()
+    out = fn()
+    cold = time.perf_counter() - t
+    warm = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = fn()
+        warm.append(time.perf_counter() - t)
+    return cold, statistics.median(warm), out
+
+
+def same(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b):
+        for x, y in zip(ra, rb):
+            if isinstance(x, (int, float)) or type(x).__name__ == "Decimal":
+                if abs(float(x) - float(y)) > 1e-9 * max(1.0, abs(float(x))):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=1_000_000, help="dns_query records (the machine's limit: 1,000,000)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2, help="ingest parser processes")
+    ap.add_argument("--keep", type=Path, help="keep the generated records and the archive here")
+    a = ap.parse_args()
+
+    from collectors.ingest import ingest
+    from db import embedded, engine, migrate
+    from dnscamp.opendata import archive, duck
+
+    was_running = engine.external_url() is not None or embedded.is_running()
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="dnscamp-archive-bench-"))
+    dbname = f"dnscamp_archive_bench_{os.getpid()}"
+    res: dict = {"records": a.records, "machine": f"{platform.machine()}, {os.cpu_count()} vCPU", "queries": {}}
+    try:
+        t = time.perf_counter()
+        gen.generate(work / "gen", dns_queries_n=a.records, page_loads_n=0, atlas_n=0, seed=1, campaign=CAMPAIGN)
+        res["generate_s"] = round(time.perf_counter() - t, 1)
+        jsonl = sum(f.stat().st_size for f in (work / "gen" / "records").glob("*.jsonl"))
+        res["jsonl_bytes_per_record"] = round(jsonl / a.records)
+        print(f"generated {a.records:,} dns_query records in {res['generate_s']} s ({res['jsonl_bytes_per_record']} B/record as JSONL)", flush=True)
+
+        url = engine.database_url("owner", dbname=dbname)
+        migrate.upgrade(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with psycopg.connect(url, autocommit=True) as c:
+            empty = table_bytes(c)
+        t = time.perf_counter()
+        st = ingest([work / "gen" / "records"], url, workers=a.workers)
+        secs = time.perf_counter() - t
+        assert st.ingested == a.records and st.quarantined == 0, st.as_json()
+        res["ingest_records_per_s"] = round(a.records / secs)
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("VACUUM ANALYZE")
+            full = table_bytes(c)
+        grown = {k: v - empty.get(k, 0) for k, v in full.items() if v - empty.get(k, 0) > 0 and k != "alembic_version"}
+        res["postgres_bytes"] = sum(grown.values())
+        res["postgres_bytes_per_record"] = round(res["postgres_bytes"] / a.records)
+        res["postgres_tables"] = grown
+        print(f"ingested in {secs:.1f} s ({res['ingest_records_per_s']:,}/s); store: {res['postgres_bytes_per_record']} B/record "
+              f"{grown}", flush=True)
+
+        dest = work / "archive"
+        t = time.perf_counter()
+        with psycopg.connect(url) as c:
+            m = archive.write(c, CAMPAIGN, str(dest))
+        res["archive_s"] = round(time.perf_counter() - t, 1)
+        pbytes = sum(f["bytes"] for f in m["files"])
+        res["parquet_bytes"] = pbytes
+        res["parquet_bytes_per_record"] = round(pbytes / a.records, 1)
+        res["parquet_files"] = len(m["files"])
+        print(f"archived in {res['archive_s']} s: {len(m['files'])} files, {res['parquet_bytes_per_record']} B/record", flush=True)
+
+        reader = engine.database_url("reader", dbname=dbname)
+        t = time.perf_counter()
+        con = duck.connect(str(dest))
+        res["duckdb_open_s"] = round(time.perf_counter() - t, 3)
+        with psycopg.connect(reader) as rc:
+            rc.read_only = True
+            for name, q in QUERIES.items():
+                pc, pw, prow = timed(lambda: rc.execute(q).fetchall(), a.runs)
+                dc, dw, drow = timed(lambda: con.execute(q).fetchall(), a.runs)
+                assert same(prow, drow), (name, prow[:3], drow[:3])
+                res["queries"][name] = {"postgres_cold_s": round(pc, 3), "postgres_s": round(pw, 3),
+                                        "duckdb_cold_s": round(dc, 3), "duckdb_s": round(dw, 3), "rows": len(prow)}
+                print(f"{name}: Postgres {pw * 1000:.0f} ms (cold {pc * 1000:.0f}), DuckDB {dw * 1000:.0f} ms "
+                      f"(cold {dc * 1000:.0f}), same {len(prow)} rows", flush=True)
+    finally:
+        with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        if not was_running:
+            embedded.down()
+
+    print()
+    print(f"| {a.records:,} dns_query records | Postgres (dnscamp store) | Parquet (zstd) + DuckDB |")
+    print("|---|---|---|")
+    print(f"| bytes on disk per record | {res['postgres_bytes_per_record']:,} | {res['parquet_bytes_per_record']} |")
+    print(f"| write | ingest {res['ingest_records_per_s']:,} records/s | archive {a.records / res['archive_s']:,.0f} records/s |")
+    for name, q in res["queries"].items():
+        print(f"| {name} | {q['postgres_s'] * 1000:,.0f} ms (cold {q['postgres_cold_s'] * 1000:,.0f}) | "
+              f"{q['duckdb_s'] * 1000:,.0f} ms (cold {q['duckdb_cold_s'] * 1000:,.0f}) |")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
