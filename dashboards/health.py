@@ -1,6 +1,7 @@
 """Dashboard 5, campaign health: what each vantage ran and when, how late its records reached the
 store, the S3 objects collected per vantage (last upload), what ingest quarantined, and the RIPE
-Atlas credits the campaign's measurements cost. For the operators; published like the others."""
+Atlas credits the campaign's measurements cost. For the operators: not published as a public
+dashboard (dashboards.PUBLISHED), readable by the instance's anonymous viewers."""
 
 from __future__ import annotations
 

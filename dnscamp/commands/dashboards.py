@@ -16,25 +16,27 @@ def build_command(
                                                      "what dashboards/ generates (or fails its schema)."),
 ) -> None:
     """Generate every dashboard with grafana-foundation-sdk, validate it against Grafana 11.6's
-    JSON Schemas, and write it to dashboards/provisioning/dashboards/<uid>.json (sorted keys)."""
+    JSON Schemas, and write it to dashboards/provisioning/dashboards/<uid>.json (sorted keys),
+    with the public-dashboard configurations of the published ones in dashboards/public/."""
     import dashboards
-    from dashboards.validate import errors
+    from dashboards.validate import errors, public_errors
 
     built = dashboards.build()
     problems = [e for name, data in built.items() for e in errors(data, name)]
+    problems += [e for name, data in dashboards.public_configs().items() for e in public_errors(data, f"public/{name}")]
     if problems:
         for p in problems:
             sys.stderr.write(f"dnscamp: {p}\n")
         raise typer.Exit(1)
-    rel = dashboards.OUT.relative_to(dashboards.HERE.parent)
+    root = dashboards.HERE.parent
     if check:
         stale = dashboards.check()
         for name in stale:
-            sys.stderr.write(f"dnscamp: {rel}/{name} differs from what dashboards/ generates: "
+            sys.stderr.write(f"dnscamp: dashboards/.../{name} differs from what dashboards/ generates: "
                              "run `dnscamp dashboards build` and commit it\n")
         if stale:
             raise typer.Exit(1)
-        typer.echo(f"{len(built)} dashboards up to date in {rel}/")
+        typer.echo(f"{len(built)} dashboards and {len(dashboards.public_configs())} public configurations up to date")
         return
     for path in dashboards.write():
-        typer.echo(f"wrote {rel}/{path.name}")
+        typer.echo(f"wrote {path.relative_to(root) if path.is_relative_to(root) else path}")

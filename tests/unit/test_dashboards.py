@@ -31,28 +31,41 @@ def _targets(data):
 def test_the_committed_json_is_what_the_code_generates():
     assert dashboards.check() == [], "run `dnscamp dashboards build` and commit dashboards/provisioning/dashboards/"
     assert sorted(BUILT) == sorted(p.name for p in dashboards.OUT.glob("*.json"))
+    assert sorted(dashboards.public_configs()) == sorted(p.name for p in dashboards.PUBLIC.glob("*.json"))
+
+
+def test_published_dashboards_have_valid_public_configurations():
+    configs = dashboards.public_configs()
+    assert {c["dashboardUid"] for c in configs.values()} == set(dashboards.PUBLISHED) < {d["uid"] for d in BUILT.values()}
+    for name, c in configs.items():
+        assert public_errors(c, name) == []
+        assert re.fullmatch(r"[0-9a-f]{32}", c["accessToken"]) and c["isEnabled"] and c["timeSelectionEnabled"]
 
 
 def test_check_names_a_hand_edited_a_missing_and_an_extra_file(tmp_path):
-    dashboards.write(tmp_path)
-    assert dashboards.check(tmp_path) == []
-    edited = tmp_path / "dnscamp-dns.json"
+    out, pub = tmp_path / "dashboards", tmp_path / "public"
+    dashboards.write(out, pub)
+    assert dashboards.check(out, pub) == []
+    edited = out / "dnscamp-dns.json"
     edited.write_text(edited.read_text().replace("DNS response times", "DNS times", 1))
-    (tmp_path / "dnscamp-health.json").unlink()
-    (tmp_path / "old.json").write_text("{}\n")
-    assert dashboards.check(tmp_path) == ["dnscamp-dns.json", "dnscamp-health.json", "old.json"]
-    dashboards.write(tmp_path)  # build repairs all three
-    assert dashboards.check(tmp_path) == [] and not (tmp_path / "old.json").exists()
+    (out / "dnscamp-health.json").unlink()
+    (out / "old.json").write_text("{}\n")
+    (pub / "dnscamp-failures.json").write_text("{}\n")
+    assert dashboards.check(out, pub) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
+                                          "dashboards/old.json", "public/dnscamp-failures.json"]
+    dashboards.write(out, pub)  # build repairs all four
+    assert dashboards.check(out, pub) == [] and not (out / "old.json").exists()
 
 
 def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboards, "OUT", tmp_path / "provisioning" / "dashboards")
+    monkeypatch.setattr(dashboards, "PUBLIC", tmp_path / "public")
     monkeypatch.setattr(dashboards, "HERE", tmp_path)
     runner = CliRunner()
     r = runner.invoke(app, ["dashboards", "build", "--check"])
     assert r.exit_code == 1 and "dnscamp-dns.json differs" in r.output
     r = runner.invoke(app, ["dashboards", "build"])
-    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT)
+    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT) + len(dashboards.PUBLISHED)
     assert runner.invoke(app, ["dashboards", "build", "--check"]).exit_code == 0
 
 
