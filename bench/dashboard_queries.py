@@ -1,0 +1,100 @@
+"""Dashboard query times (issue 15): every Grafana panel's SQL, expanded as Grafana sends it
+(dashboards/expand.py; variables at All unless --campaign, the time range of the data unless
+--from/--to), run --repeat times on the store at --url as given (nothing is generated here: load a
+data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max per panel.
+
+    .venv/bin/python bench/dashboard_queries.py [--url postgresql://...] [--repeat 20] [--campaign C]
+
+--url: a libpq URL of a role that can read the views (Grafana's is dnscamp_reader); default:
+the reader of the store dnscamp uses. Prints one line per panel; the last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_MS = 500  # the issue's target for a panel's p95
+
+
+def _time_range(conn, args) -> tuple[datetime, datetime]:
+    lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_results").fetchone()
+    lo = datetime.fromisoformat(args.time_from) if args.time_from else (lo or datetime.now(timezone.utc))
+    hi = datetime.fromisoformat(args.time_to) if args.time_to else (hi or datetime.now(timezone.utc))
+    return lo, hi + timedelta(seconds=1)
+
+
+def _interval(lo: datetime, hi: datetime, max_points: int = 1000) -> str:
+    """Grafana's $__interval for a ~1000-pixel panel, rounded up to a whole minute as its
+    rounding table does for ranges of days."""
+    seconds = max((hi - lo).total_seconds() / max_points, 60)
+    return f"{int(-(-seconds // 60))}m"
+
+
+def main() -> int:
+    import dashboards
+    from dashboards.expand import expand, resolve
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", help="libpq URL (default: the reader of dnscamp's store)")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--campaign", action="append", help="select these campaigns (default: All)")
+    ap.add_argument("--atlas-campaign", action="append", help="select these Atlas campaigns (default: All)")
+    ap.add_argument("--from", dest="time_from", help="ISO time (default: the first record's started_at)")
+    ap.add_argument("--to", dest="time_to", help="ISO time (default: the last record's started_at)")
+    args = ap.parse_args()
+    if not args.url:
+        from db import engine
+
+        args.url = engine.database_url("reader")
+    selected = {k: tuple(v) for k, v in (("campaign", args.campaign), ("atlas_campaign", args.atlas_campaign)) if v}
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    out: dict[str, dict] = {}
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        counts = dict(conn.execute("SELECT kind, count(*) FROM v_results GROUP BY 1").fetchall())
+        lo, hi = _time_range(conn, args)
+        iv = _interval(lo, hi)
+        print(f"store: PostgreSQL {server}, records {counts}, range {lo.isoformat()} .. {hi.isoformat()}, "
+              f"$__interval {iv}, {args.repeat} runs per panel")
+        for name, data in dashboards.build().items():
+            t0 = time.perf_counter()
+            variables = resolve(conn, data, selected, lo, hi, interval=iv)
+            var_ms = (time.perf_counter() - t0) * 1e3
+            print(f"{name}: variables {var_ms:.1f} ms")
+            for p in dashboards.panel_list(data):
+                sql = expand(p["targets"][0]["rawSql"], variables, lo, hi, interval=iv)
+                rows = len(conn.execute(sql).fetchall())  # warm-up (and the row count)
+                times = []
+                for _ in range(args.repeat):
+                    t0 = time.perf_counter()
+                    conn.execute(sql).fetchall()
+                    times.append((time.perf_counter() - t0) * 1e3)
+                q = statistics.quantiles(times, n=20, method="inclusive") if len(times) > 1 else times * 19
+                fig = {"rows": rows, "p50_ms": round(statistics.median(times), 2), "p95_ms": round(q[18], 2),
+                       "max_ms": round(max(times), 2)}
+                out[f"{name.removesuffix('.json')} / {p['title']}"] = fig
+                flag = "" if fig["p95_ms"] <= TARGET_MS else f"  > {TARGET_MS} ms"
+                print(f"  {p['title']}: p50 {fig['p50_ms']} ms, p95 {fig['p95_ms']} ms, max {fig['max_ms']} ms, "
+                      f"{rows} rows{flag}")
+    worst = max(out.items(), key=lambda kv: kv[1]["p95_ms"]) if out else ("-", {"p95_ms": None})
+    print(json.dumps({"records": counts, "repeat": args.repeat, "interval": iv, "worst_panel": worst[0],
+                      "worst_p95_ms": worst[1]["p95_ms"], "over_target": sorted(k for k, v in out.items()
+                                                                                if v["p95_ms"] > TARGET_MS),
+                      "panels": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
