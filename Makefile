@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 CARGO := $(shell bash -c 'source install/lib.sh && find_cargo' || echo cargo)
 LINKEM_TARGET := $${XDG_CACHE_HOME:-$$HOME/.cache}/dnscamp/linkem-target
 
-.PHONY: deps lock demo test bench docs clean-testbed
+.PHONY: deps lock demo test bench docs dashboards rehearse clean-testbed
 
 deps:
 	@bash install/run.sh
@@ -25,6 +25,15 @@ demo: deps
 test: deps
 	cd testbed/linkem && CARGO_TARGET_DIR=$(LINKEM_TARGET) $(CARGO) test --locked -j2 --quiet
 	$(PY) -m pytest -m "not internet and not atlas" $(PYTEST_ARGS)
+
+## dashboards: regenerate the Grafana dashboards' JSON from dashboards/ (docs/dashboards.md)
+dashboards: deps
+	$(DNSCAMP) dashboards build
+
+## rehearse: the fleet of campaigns/rehearsal.toml rehearsed on the testbed: cron firings, S3, collector (docs/pipeline.md)
+rehearse: deps
+	$(DNSCAMP) db up
+	$(DNSCAMP) fleet rehearse campaigns/rehearsal.toml
 
 ## bench: benchmark figures (printed; copy them into docs/benchmarks.md)
 bench: deps
