@@ -13,6 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 import dashboards
+from dashboards import docs
+from dashboards.docs import DOC
 from dashboards.panels import DATASOURCE
 from dashboards.validate import errors, public_errors, sql_target_schema
 from db.models import Base
@@ -43,29 +45,34 @@ def test_published_dashboards_have_valid_public_configurations():
 
 
 def test_check_names_a_hand_edited_a_missing_and_an_extra_file(tmp_path):
-    out, pub = tmp_path / "dashboards", tmp_path / "public"
-    dashboards.write(out, pub)
-    assert dashboards.check(out, pub) == []
+    out, pub, doc = tmp_path / "dashboards", tmp_path / "public", tmp_path / "docs" / "dashboards.md"
+    doc.parent.mkdir()
+    doc.write_text(DOC.read_text().replace(docs.BEGIN, docs.BEGIN + "\nSELECT 'a stale query'"))
+    assert "docs/dashboards.md" in dashboards.check(out, pub, doc)
+    dashboards.write(out, pub, doc)
+    assert dashboards.check(out, pub, doc) == []
     edited = out / "dnscamp-dns.json"
     edited.write_text(edited.read_text().replace("DNS response times", "DNS times", 1))
     (out / "dnscamp-health.json").unlink()
     (out / "old.json").write_text("{}\n")
     (pub / "dnscamp-failures.json").write_text("{}\n")
-    assert dashboards.check(out, pub) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
-                                          "dashboards/old.json", "public/dnscamp-failures.json"]
-    dashboards.write(out, pub)  # build repairs all four
-    assert dashboards.check(out, pub) == [] and not (out / "old.json").exists()
+    assert dashboards.check(out, pub, doc) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
+                                               "dashboards/old.json", "public/dnscamp-failures.json"]
+    dashboards.write(out, pub, doc)  # build repairs all four
+    assert dashboards.check(out, pub, doc) == [] and not (out / "old.json").exists()
 
 
 def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboards, "OUT", tmp_path / "provisioning" / "dashboards")
     monkeypatch.setattr(dashboards, "PUBLIC", tmp_path / "public")
     monkeypatch.setattr(dashboards, "HERE", tmp_path)
+    (tmp_path / "dashboards.md").write_text(DOC.read_text())
+    monkeypatch.setattr(docs, "DOC", tmp_path / "dashboards.md")
     runner = CliRunner()
     r = runner.invoke(app, ["dashboards", "build", "--check"])
     assert r.exit_code == 1 and "dnscamp-dns.json differs" in r.output
     r = runner.invoke(app, ["dashboards", "build"])
-    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT) + len(dashboards.PUBLISHED)
+    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT) + len(dashboards.PUBLISHED) + 1
     assert runner.invoke(app, ["dashboards", "build", "--check"]).exit_code == 0
 
 
@@ -141,3 +148,13 @@ def test_the_built_json_is_plain_sorted_data():
     for name, data in BUILT.items():
         text = (dashboards.OUT / name).read_text()
         assert json.loads(text) == data and text == json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def test_the_docs_show_every_panels_question_and_query():
+    text = DOC.read_text()
+    assert text == docs.render(text)  # the generated part is current
+    for data in BUILT.values():
+        for p in dashboards.panel_list(data):
+            assert f"#### {p['title']}" in text and p["description"] in text and p["targets"][0]["rawSql"] in text
+    with pytest.raises(ValueError, match="markers"):
+        docs.render("no markers")
