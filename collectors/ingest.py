@@ -2,8 +2,9 @@
 
 Contract (ARCHITECTURE.md "Ingest is idempotent and loses nothing"): every non-blank line
 ends as exactly one of
-- **ingested**: a new record, COPYed into ``results`` with ``content_sha256``, the sha256 of
-  the record's canonical JSON (`content_hash`);
+- **ingested**: a new record, COPYed into the compact store (``result_ids`` with
+  ``content_sha256``, the sha256 of the record's canonical JSON (`content_hash`), and its
+  kind's table; see `split` and docs/store.md) in the batch's ``ingest_batches`` row;
 - **duplicate**: its id is already stored with the same content hash (a re-run);
 - **quarantined**: a row in ``quarantine`` (file, line, reason, raw text; unique on file +
   line) and the rest of the file goes on. Nothing in a line crashes a run or stops the other
@@ -39,8 +40,11 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import struct
+import uuid
+import weakref
 import zlib
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -140,29 +144,52 @@ def _open(path: Path):
 
 
 # --- records -> binary COPY rows (worker side) -------------------------------------------
+#
+# The compact store (migration 0012, docs/store.md "Layout"): a record is a row of
+# ``result_ids`` (id, started_at, content hash, batch, line: what dedup probes) and a row of
+# ``dns_queries`` (dns_query records: typed per-record columns, the rest of the body in a
+# shared ``dns_shapes`` row) or of ``generic_results`` (every other kind, and a dns_query
+# body that does not fit the typed columns: the body as jsonb). The envelope's repeated
+# values (campaign, run, unit, vantage...) are one ``contexts`` row, ``env`` one
+# ``environments`` row; both and the shapes are keyed by the sha256 of their canonical JSON.
+# A worker encodes everything but the dimension ids, which the main process fills in.
 
-COLUMNS = (
-    "id", "schema", "kind", "campaign", "run", "unit", "vantage_id", "provider", "region",
-    "network_profile", "started_at", "status", "error", "env", "body", "source_file", "source_line",
-    "content_sha256",
-)  # fmt: skip
 # PostgreSQL binary COPY (https://www.postgresql.org/docs/current/sql-copy.html, "Binary Format"):
 # signature, flags, header extension length; per row a field count, then per field its
 # length (-1 = NULL) and its bytes in the type's binary send format; a -1 field count ends it.
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 COPY_TRAILER = struct.pack(">h", -1)
-_ROW_START = struct.pack(">h", len(COLUMNS))
 _NULL = struct.pack(">i", -1)
 _int4 = struct.Struct(">i").pack
 _int8 = struct.Struct(">q").pack
+_I4_FIELD = struct.Struct(">ii").pack  # length 4, value
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)  # timestamptz is int8 microseconds from here
 _US = timedelta(microseconds=1)
-_JSONB_V1 = b"\x01"  # jsonb's binary format: a version byte, then the JSON text
+_JSONB_V1 = b"\x01"  # jsonb's binary format: a version byte, then the JSON text (json's: the text)
 _SORTED = orjson.OPT_SORT_KEYS
+INT64_MIN, INT64_MAX, INT32_MIN, INT32_MAX = -(2**63), 2**63 - 1, -(2**31), 2**31 - 1
+
+# dns_query body keys kept per record in typed columns (what varies from query to query);
+# every other key of the body is the query's "shape" (resolver, transport, qname, rcode, ...),
+# stored once per distinct value. COPY column lists: dimension ids first (filled by the main
+# process), then what the worker encodes.
+DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response", "handshake_bytes_sent",
+            "handshake_bytes_received", "query_bytes_sent", "query_bytes_received")  # fmt: skip
+DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
+            "query_packets_sent", "query_packets_received")  # fmt: skip
+DNS_PER_RECORD = frozenset((*DNS_INT8, *DNS_INT4, "answers"))
+REGISTRY_COLUMNS = ("batch_id", "id", "started_at", "content_sha256", "source_line")
+DNS_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "status", "error",
+               *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
+GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "id", "started_at", "kind", "status", "error", "body", "body_exact")
+DNS, GENERIC = 0, 1
+# jsonb keeps numbers as numeric: -0.0 comes back as 0.0 and a float written with a positive
+# exponent (orjson: 1e16 and up) as an integer. Such a body also keeps its exact JSON text.
+_JSONB_LOSSY = re.compile(rb"-0\.0[,}\]]|[0-9]e\+?[0-9]")
 
 
-def _binary_row(values: Iterable[bytes | str | None]) -> bytes:
-    parts = [_ROW_START]
+def _fields(values: Iterable[bytes | str | None]) -> bytes:
+    parts = []
     for v in values:
         if v is None:
             parts.append(_NULL)
@@ -182,16 +209,95 @@ def canonical_json(value: Any) -> bytes:
 
 
 def content_hash(envelope: list, env_json: bytes, body_json: bytes) -> bytes:
-    """sha256 of the record as stored: the envelope values in COLUMNS order (``id`` as text,
-    ``started_at`` as microseconds since 2000-01-01 UTC) followed by ``env`` and ``body`` as
-    canonical JSON (keys sorted, orjson's number forms), all in one JSON array. Key order,
+    """sha256 of the record as stored: the envelope values (id, schema, kind, campaign, run,
+    unit, vantage id, provider, region, network profile, started_at, status, error; ``id`` as
+    text, ``started_at`` as microseconds since 2000-01-01 UTC) followed by ``env`` and ``body``
+    as canonical JSON (keys sorted, orjson's number forms), all in one JSON array. Key order,
     white space and the timestamp's offset do not change it; any value does."""
     return hashlib.sha256(orjson.dumps([*envelope, orjson.Fragment(env_json), orjson.Fragment(body_json)])).digest()
 
 
 def stored_envelope(row) -> list:
-    """The `content_hash` envelope of a stored ``results`` row (id, schema, ..., error)."""
+    """The `content_hash` envelope of a row (id, schema, ..., network_profile, started_at, status, error)."""
     return [str(row[0]), *row[1:10], (row[10] - PG_EPOCH) // _US, *row[11:13]]
+
+
+def sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _int_field(v: Any, lo: int, hi: int, pack) -> tuple[bool, bytes | None]:
+    if v is None:
+        return True, None
+    if v.__class__ is int and lo <= v <= hi:
+        return True, pack(v)
+    return False, None
+
+
+def dns_split(body: dict) -> tuple[bytes, list[bytes | None]] | None:
+    """A dns_query body as (shape JSON, per-record COPY values in DNS_INT8 + DNS_INT4 +
+    answers order), or None when it does not fit the typed columns (a per-record key absent,
+    or not an integer of its column's range: it is then stored whole)."""
+    vals: list[bytes | None] = []
+    for keys, lo, hi, pack in ((DNS_INT8, INT64_MIN, INT64_MAX, _int8), (DNS_INT4, INT32_MIN, INT32_MAX, _int4)):
+        for k in keys:
+            if k not in body:
+                return None
+            fits, enc = _int_field(body[k], lo, hi, pack)
+            if not fits:
+                return None
+            vals.append(enc)
+    if "answers" not in body:
+        return None
+    vals.append(canonical_json(body["answers"]))
+    shape = canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD})
+    return shape, vals
+
+
+@dataclass
+class Item:
+    """One record ready for the store: what the probe compares, and its COPY fields without
+    the dimension ids (``reg``: result_ids after batch_id; ``row``: the kind table's after
+    its ids)."""
+
+    rid: str
+    digest: bytes
+    line: int
+    table: int  # DNS | GENERIC
+    ctx: bytes  # sha256 of the context / environment / shape (None: generic)
+    env: bytes
+    shape: bytes | None
+    reg: bytes
+    row: bytes
+    month: int  # year * 12 + month - 1 of started_at (UTC): the partition
+
+
+def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,
+          digest: bytes, lineno: int | None, dims: "Dims") -> Item:
+    """A record (envelope values as in `content_hash`, env and body) as an `Item`; new
+    contexts, environments and shapes are added to ``dims``. Used by ingest (after
+    validation) and by migration 0012 (stored rows as they are)."""
+    started_us = envelope[10]
+    ctx_json = orjson.dumps([envelope[1], envelope[2], *envelope[3:10]])
+    ctx, env = sha(ctx_json), sha(env_json)
+    dims.contexts.setdefault(ctx, (envelope[1], envelope[2], *envelope[3:10]))
+    dims.environments.setdefault(env, env_json)
+    head = (rid.bytes, _int8(started_us))
+    reg = _fields((*head, digest, None if lineno is None else _int4(lineno)))
+    parts = envelope[2] == "dns_query" and dns_split(body)
+    if parts:
+        shape_json, vals = parts
+        shape = sha(shape_json)
+        dims.shapes.setdefault(shape, shape_json)
+        row = _fields((*head, envelope[11], envelope[12], *vals))
+        table = DNS
+    else:
+        shape = None
+        exact = body_json if _JSONB_LOSSY.search(body_json) else None
+        row = _fields((*head, envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
+        table = GENERIC
+    t = PG_EPOCH + started_us * _US  # UTC
+    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, t.year * 12 + t.month - 1)
 
 
 def _has_nul(v: Any) -> bool:
@@ -226,8 +332,8 @@ _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGIT_RUN = b"0" * 19
 
 
-def _record(text: bytes, source: bytes, lineno: int) -> tuple[str, bytes, bytes]:
-    """One line -> (id, content hash, binary COPY row); RecordError says why not."""
+def _record(text: bytes, lineno: int, dims: "Dims") -> Item:
+    """One line -> an `Item` (new dimension values into ``dims``); RecordError says why not."""
     if len(text) > MAX_LINE_BYTES:
         raise RecordError(f"line longer than {MAX_LINE_BYTES >> 20} MiB ({len(text)} bytes)")
     rec, _ = parse_line(text)
@@ -237,15 +343,17 @@ def _record(text: bytes, source: bytes, lineno: int) -> tuple[str, bytes, bytes]
     if b"\\u0000" in text and _has_nul(obj):
         raise RecordError("NUL character (\\u0000) in a string: PostgreSQL text and jsonb cannot hold it")
     v = rec.vantage
-    rid = str(rec.id)
-    started = (rec.started_at - PG_EPOCH) // _US
-    envelope = [rid, rec.schema_, rec.kind, rec.campaign, rec.run, rec.unit, v.id, v.provider, v.region,
-                v.network_profile, started, rec.status, rec.error]  # fmt: skip
-    env_json, body_json = canonical_json(obj.get("env", {})), canonical_json(obj["body"])
+    started = rec.started_at.astimezone(timezone.utc)
+    envelope = [str(rec.id), rec.schema_, rec.kind, rec.campaign, rec.run, rec.unit, v.id, v.provider, v.region,
+                v.network_profile, (started - PG_EPOCH) // _US, rec.status, rec.error]  # fmt: skip
+    body = obj["body"]
+    env_json, body_json = canonical_json(obj.get("env", {})), canonical_json(body)
     digest = content_hash(envelope, env_json, body_json)
-    envelope[0], envelope[10] = rec.id.bytes, _int8(started)
-    row = _binary_row((*envelope, _JSONB_V1 + env_json, _JSONB_V1 + body_json, source, _int4(lineno), digest))
-    return rid, digest, row
+    # Every text must encode as strict UTF-8 (a lone surrogate in a value raises here)
+    for t in envelope:
+        if t.__class__ is str:
+            t.encode()
+    return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims)
 
 
 def quarantine_text(raw: bytes) -> str:
@@ -264,18 +372,28 @@ class Chunk:
 
 
 @dataclass
+class Dims:
+    """Dimension values by sha256: contexts (envelope values), environments and dns shapes
+    (canonical JSON)."""
+
+    contexts: dict[bytes, tuple] = field(default_factory=dict)
+    environments: dict[bytes, bytes] = field(default_factory=dict)
+    shapes: dict[bytes, bytes] = field(default_factory=dict)
+
+
+@dataclass
 class Parsed:
     ids: list[str] = field(default_factory=list)
     hashes: list[bytes] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
-    rows: list[bytes] = field(default_factory=list)  # binary COPY rows
+    rows: list[Item] = field(default_factory=list)
+    dims: Dims = field(default_factory=Dims)
     bad: list[tuple[str, int, str, str]] = field(default_factory=list)  # (file, line, reason, raw)
 
 
 def _parse_chunk(chunk: Chunk) -> Parsed:
-    """Worker: validate a block's lines into binary COPY rows and quarantine rows."""
+    """Worker: validate a block's lines into `Item`s and quarantine rows."""
     out = Parsed()
-    source = chunk.source.encode()
     lines = chunk.block.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
@@ -285,7 +403,7 @@ def _parse_chunk(chunk: Chunk) -> Parsed:
         if not text.strip(b" \t\r"):
             continue  # blank (JSON white space only): not a record
         try:
-            rid, digest, row = _record(text, source, lineno)
+            item = _record(text, lineno, out.dims)
         except (ValueError, TypeError, OverflowError, RecursionError, struct.error) as exc:
             # RecordError, orjson's and Unicode errors are ValueErrors; the rest would be a
             # value the checks above missed: still one quarantined line, never a stopped run.
@@ -293,10 +411,10 @@ def _parse_chunk(chunk: Chunk) -> Parsed:
             reason = quarantine_text(reason.encode("utf-8", "backslashreplace"))  # may quote the line
             out.bad.append((chunk.source, lineno, reason, quarantine_text(text)))
             continue
-        out.ids.append(rid)
-        out.hashes.append(digest)
+        out.ids.append(item.rid)
+        out.hashes.append(item.digest)
         out.lines.append(lineno)
-        out.rows.append(row)
+        out.rows.append(item)
     out.bad.extend((chunk.source, ln, reason, raw) for ln, reason, raw in chunk.bad)
     return out
 
@@ -364,18 +482,96 @@ def _too_long() -> str:
 
 # --- store (main process) ----------------------------------------------------------------
 
-_COPY_RESULTS = f"COPY results ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+
+def _copy_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+
+
+_COPY_REGISTRY = _copy_sql("result_ids", REGISTRY_COLUMNS)
+_COPY = {DNS: _copy_sql("dns_queries", DNS_COLUMNS), GENERIC: _copy_sql("generic_results", GENERIC_COLUMNS)}
+_ROW_START = {t: struct.pack(">h", len(c)) for t, c in ((DNS, DNS_COLUMNS), (GENERIC, GENERIC_COLUMNS))}
+_REG_START = struct.pack(">h", len(REGISTRY_COLUMNS))
 # The batch's ids as one comma-joined text: psycopg's list dumper would check every element
 # with a regex (a few us per record in the main process).
 _PROBE = (
-    "SELECT id::text, content_sha256, source_file, source_line FROM results "
-    "WHERE id = ANY(string_to_array(%s, ',')::uuid[])"
+    "SELECT r.id::text, r.content_sha256, b.source_file, r.source_line FROM result_ids r "
+    "JOIN ingest_batches b ON b.id = r.batch_id WHERE r.id = ANY(string_to_array(%s, ',')::uuid[])"
 )
 _QUARANTINE = (
     "INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, %s, %s) "
     "ON CONFLICT (source_file, line) DO UPDATE SET reason = EXCLUDED.reason, raw = EXCLUDED.raw, "
     "quarantined_at = now() WHERE (quarantine.reason, quarantine.raw) IS DISTINCT FROM (EXCLUDED.reason, EXCLUDED.raw)"
 )
+_DIM_SQL = {
+    "contexts": (
+        "INSERT INTO contexts (sha256, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile) "
+        "SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[], %s::text[], %s::text[]) ORDER BY 1 ON CONFLICT (sha256) DO NOTHING"
+    ),
+    "environments": "INSERT INTO environments (sha256, env) SELECT * FROM unnest(%s::bytea[], %s::json[]) ORDER BY 1 "
+    "ON CONFLICT (sha256) DO NOTHING",
+    "dns_shapes": "INSERT INTO dns_shapes (sha256, body) SELECT * FROM unnest(%s::bytea[], %s::json[]) ORDER BY 1 "
+    "ON CONFLICT (sha256) DO NOTHING",
+}
+
+
+class Store:
+    """The main process's side of one ingest run: dimension ids by sha256 and the months whose
+    partitions exist, cached for the run (dimension rows are content-addressed and committed
+    before the batches that use them, so a rolled-back batch leaves no dangling id)."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+        self.ids: dict[str, dict[bytes, int]] = {t: {} for t in _DIM_SQL}
+        self.months: set[int] = set()
+
+    def prepare(self, p: Parsed) -> None:
+        """Dimension rows and partitions the batch needs, each in its own short transaction."""
+        need = {
+            "contexts": {k: v for k, v in p.dims.contexts.items() if k not in self.ids["contexts"]},
+            "environments": {k: v for k, v in p.dims.environments.items() if k not in self.ids["environments"]},
+            "dns_shapes": {k: v for k, v in p.dims.shapes.items() if k not in self.ids["dns_shapes"]},
+        }
+        for table, new in need.items():
+            if not new:
+                continue
+            keys = sorted(new)  # one order for every ingest: no deadlock between two
+            if table == "contexts":
+                cols = [list(c) for c in zip(*(new[k] for k in keys))]
+            else:
+                cols = [[new[k].decode() for k in keys]]
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                cur.execute(_DIM_SQL[table], (keys, *cols))
+                cur.execute(f"SELECT sha256, id FROM {table} WHERE sha256 = ANY(%s)", (keys,))
+                self.ids[table].update((bytes(s), i) for s, i in cur.fetchall())
+        months = {it.month for it in p.rows} - self.months
+        for m in sorted(months):
+            with self.conn.transaction():
+                self.conn.execute("SELECT dnscamp_ensure_partitions(make_timestamptz(%s, %s, 1, 0, 0, 0, 'UTC'))",
+                                  (m // 12, m % 12 + 1))
+            self.months.add(m)
+
+    def copy(self, cur: psycopg.Cursor, items: list[Item], batch: int) -> int:
+        """COPY the items into result_ids and their kind tables; the count COPY reports is checked."""
+        b = _I4_FIELD(4, batch)
+        ctx, env, shape = self.ids["contexts"], self.ids["environments"], self.ids["dns_shapes"]
+        i4: dict[int, bytes] = {}
+
+        def f(i: int) -> bytes:
+            v = i4.get(i)
+            if v is None:
+                v = i4[i] = _I4_FIELD(4, i)
+            return v
+
+        rows: dict[int, list[bytes]] = {DNS: [], GENERIC: []}
+        for it in items:
+            head = (_ROW_START[it.table], f(ctx[it.ctx]), f(env[it.env]), b)
+            rows[it.table].append(b"".join((*head, f(shape[it.shape]), it.row) if it.shape else (*head, it.row)))
+        _copy(cur, _COPY_REGISTRY, [b"".join((_REG_START, b, it.reg)) for it in items])
+        for table, data in rows.items():
+            if data:
+                _copy(cur, _COPY[table], data)
+        return len(items)
 
 
 @dataclass
@@ -385,17 +581,17 @@ class _Outcome:
     bad: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
-def _copy_rows(cur: psycopg.Cursor, rows: list[bytes]) -> int:
-    with cur.copy(_COPY_RESULTS) as copy:
+def _copy(cur: psycopg.Cursor, sql: str, rows: list[bytes]) -> None:
+    with cur.copy(sql) as copy:
         copy.write(b"".join((COPY_HEADER, *rows, COPY_TRAILER)))
     if cur.rowcount != len(rows):
         raise CountMismatch(f"COPY stored {cur.rowcount} rows of {len(rows)} sent: batch rolled back")
-    return cur.rowcount
 
 
-def _store_once(conn: psycopg.Connection, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Outcome:
+def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Outcome:
     """One batch in one transaction: probe the batch's ids once, sort each line into new /
     duplicate / id_conflict, COPY the new rows, quarantine, resolve fixed lines."""
+    conn = store.conn
     out = _Outcome(bad=list(p.bad))
     lines: list[bytes] | None = None
 
@@ -427,14 +623,17 @@ def _store_once(conn: psycopg.Connection, chunk: Chunk, p: Parsed, row_by_row: b
                         f"(from {have[1]}:{have[2]}); this line's is sha256 {p.hashes[i].hex()}"
                     )
                     out.bad.append((chunk.source, p.lines[i], reason, raw(p.lines[i])))
+        if new:
+            batch = cur.execute("INSERT INTO ingest_batches (source_file) VALUES (%s) RETURNING id", (chunk.source,))
+            batch = batch.fetchone()[0]
         if not row_by_row:
-            out.ingested = _copy_rows(cur, p.rows if len(new) == len(p.rows) else [p.rows[i] for i in new]) if new else 0
+            out.ingested = store.copy(cur, p.rows if len(new) == len(p.rows) else [p.rows[i] for i in new], batch) if new else 0
             fine += (p.lines[i] for i in new)
         else:  # Postgres refused a value that passed our checks: find the line(s)
             for i in new:
                 try:
                     with conn.transaction():
-                        out.ingested += _copy_rows(cur, [p.rows[i]])
+                        out.ingested += store.copy(cur, [p.rows[i]], batch)
                     fine.append(p.lines[i])
                 except psycopg.DataError as exc:
                     reason = f"rejected by the store: {errors.first_line(exc)}"
@@ -457,11 +656,21 @@ def _resolve(cur: psycopg.Cursor, source: str, fine: list[int]) -> None:
         cur.execute("DELETE FROM quarantine WHERE source_file = %s AND line = ANY(%s)", (source, sorted(fixed)))
 
 
-def _store(conn: psycopg.Connection, chunk: Chunk, parsed: Parsed, stats: IngestStats) -> None:
+_STORES: "weakref.WeakKeyDictionary[psycopg.Connection, Store]" = weakref.WeakKeyDictionary()
+
+
+def _store(target: Store | psycopg.Connection, chunk: Chunk, parsed: Parsed, stats: IngestStats) -> None:
+    """Store one parsed chunk. ``target``: a `Store`, or a connection (collectors/s3.py), whose
+    `Store` (and its caches) lives as long as the connection."""
+    if isinstance(target, Store):
+        store = target
+    elif (store := _STORES.get(target)) is None:
+        store = _STORES[target] = Store(target)
+    store.prepare(parsed)
     row_by_row = False
     for _ in range(5):
         try:
-            out = _store_once(conn, chunk, parsed, row_by_row)
+            out = _store_once(store, chunk, parsed, row_by_row)
             break
         except psycopg.errors.UniqueViolation:
             continue  # a concurrent ingest committed some of these ids meanwhile: probe again
@@ -510,12 +719,13 @@ def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> In
     pool = ProcessPoolExecutor(workers, initializer=_die_with_parent, initargs=(os.getpid(),)) if workers > 1 else None
     try:
         with psycopg.connect(url) as conn:
+            store = Store(conn)
             if pool is None:
                 parsed = ((c, _parse_chunk(c)) for c in _chunks(files))
             else:
                 parsed = _bounded_map(pool, _parse_chunk, _chunks(files), workers * 2)
             for chunk, p in parsed:
-                _store(conn, chunk, p, stats)
+                _store(store, chunk, p, stats)
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(
             f"the database stopped or cannot be reached ({errors.first_line(exc)}): run `dnscamp db up` (or check "

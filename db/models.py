@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -17,14 +17,22 @@ class Base(DeclarativeBase):
     pass
 
 
-class Result(Base):
-    """Every result record, whatever its kind: envelope columns + the body as JSONB.
+# --- result records: the compact store (migration 0012_compact_store, docs/store.md) ---------
+# A record is a result_ids row (what dedup probes) and a row of its kind's table, partitioned by
+# month of started_at: dns_queries (typed per-query columns + a shared dns_shapes row) or
+# generic_results (the body as jsonb). Repeated values are dimension rows keyed by the sha256
+# of their canonical JSON (collectors.ingest.split). The view ``results`` gives the records as
+# the old table had them; db/records.py gives them back exactly.
 
-    Kind-specific typed columns are exposed by views (db/views/v_<kind>.sql)."""
 
-    __tablename__ = "results"
+class Context(Base):
+    """The envelope values that runs repeat: one row per distinct (schema, kind, campaign, run,
+    unit, vantage)."""
 
-    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    __tablename__ = "contexts"
+
+    id: Mapped[int] = mapped_column(sa.Integer, sa.Identity(always=False), primary_key=True)
+    sha256: Mapped[bytes] = mapped_column(sa.LargeBinary, nullable=False)
     schema: Mapped[str] = mapped_column(sa.Text, nullable=False)
     kind: Mapped[str] = mapped_column(sa.Text, nullable=False)
     campaign: Mapped[str] = mapped_column(sa.Text, nullable=False)
@@ -34,26 +42,119 @@ class Result(Base):
     provider: Mapped[str] = mapped_column(sa.Text, nullable=False)
     region: Mapped[str | None] = mapped_column(sa.Text)
     network_profile: Mapped[str | None] = mapped_column(sa.Text)
-    started_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
-    status: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    error: Mapped[str | None] = mapped_column(sa.Text)
-    env: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
-    body: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+
+    __table_args__ = (sa.UniqueConstraint("sha256", name="uq_contexts_sha256"),)
+
+
+class Environment(Base):
+    """A record's ``env``, once per distinct value: ``env`` its exact JSON text, ``envb`` the
+    same as jsonb for the views."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(sa.Integer, sa.Identity(always=False), primary_key=True)
+    sha256: Mapped[bytes] = mapped_column(sa.LargeBinary, nullable=False)
+    env: Mapped[Any] = mapped_column(JSON, nullable=False)
+    envb: Mapped[Any] = mapped_column(JSONB, sa.Computed("(env)::jsonb", persisted=True))
+
+    __table_args__ = (sa.UniqueConstraint("sha256", name="uq_environments_sha256"),)
+
+
+# dns_shapes' typed columns, read from the shape's JSON as v_dns_query reads a whole body
+# (migration 0012 has the same list); "text!" is JSON_VALUE's text (NULL for a non-string)
+SHAPE_COLUMNS = {
+    "resolver": "text", "transport": "text", "address": "text", "port": "int", "tls_name": "text", "url": "text",
+    "qname": "text", "qtype": "text", "policy": "text", "idle_timeout_s": "float8", "timeout_s": "float8",
+    "max_attempts": "int", "attempts": "int", "connection_reused": "boolean", "resumed": "boolean",
+    "early_data": "boolean", "tls_version": "text", "alpn": "text", "quic_version": "text", "http_version": "text",
+    "http_method": "text", "http_status": "int", "rcode": "text", "wire_basis": "text", "access_rtt_ms": "float8",
+    "cache_warmed": "boolean", "engine": "text!", "engine_version": "text!", "engine_run_time_ms": "float8",
+}  # fmt: skip
+_SA_TYPES = {"text": sa.Text, "text!": sa.Text, "int": sa.Integer, "float8": sa.Float(53), "boolean": sa.Boolean}
+
+
+def _shape_expr(name: str, typ: str) -> str:
+    if typ == "text":
+        return f"(body::jsonb ->> '{name}')"
+    return f"JSON_VALUE(body::jsonb, '$.{name}' RETURNING {typ.rstrip('!')})"
+
+
+# The part of a dns_query body that is not per query (resolver, transport, qname, rcode, ...):
+# its exact JSON text once per distinct value, and typed columns read from it.
+dns_shapes = sa.Table(
+    "dns_shapes", Base.metadata,
+    sa.Column("id", sa.Integer, sa.Identity(always=False), primary_key=True),
+    sa.Column("sha256", sa.LargeBinary, nullable=False),
+    sa.Column("body", JSON, nullable=False),
+    *(sa.Column(n, _SA_TYPES[t], sa.Computed(_shape_expr(n, t), persisted=True)) for n, t in SHAPE_COLUMNS.items()),
+    sa.Column("hdr_bytes", sa.Integer, sa.Computed(
+        "CASE WHEN body::jsonb ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END", persisted=True)),
+    sa.UniqueConstraint("sha256", name="uq_dns_shapes_sha256"),
+)  # fmt: skip
+
+
+class IngestBatch(Base):
+    """One ingest transaction: the file its lines came from and when."""
+
+    __tablename__ = "ingest_batches"
+
+    id: Mapped[int] = mapped_column(sa.Integer, sa.Identity(always=False), primary_key=True)
     source_file: Mapped[str | None] = mapped_column(sa.Text)
-    source_line: Mapped[int | None] = mapped_column(sa.Integer)
-    # sha256 of the record's canonical JSON (collectors.ingest.content_hash): a different
-    # record under a stored id is an id_conflict, the same one a duplicate.
-    content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
     ingested_at: Mapped[datetime] = mapped_column(
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
 
-    __table_args__ = (
-        sa.Index("ix_results_campaign_kind_started", "campaign", "kind", "started_at"),
-        sa.Index("ix_results_kind_started", "kind", "started_at"),
-        sa.Index("ix_results_vantage_started", "vantage_id", "started_at"),
-        sa.Index("ix_results_started", "started_at"),
-    )
+
+class ResultId(Base):
+    """Every stored record's id, unique across partitions and kinds."""
+
+    __tablename__ = "result_ids"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+    # sha256 of the record's canonical JSON (collectors.ingest.content_hash): a different
+    # record under a stored id is an id_conflict, the same one a duplicate.
+    content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
+    batch_id: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    source_line: Mapped[int | None] = mapped_column(sa.Integer)
+
+
+def _ts_col(name: str) -> sa.Column:
+    return sa.Column(name, sa.DateTime(timezone=True), nullable=False)
+
+
+DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response", "handshake_bytes_sent",
+            "handshake_bytes_received", "query_bytes_sent", "query_bytes_received")  # fmt: skip
+DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
+            "query_packets_sent", "query_packets_received")  # fmt: skip
+
+# Partitioned tables (no primary key: result_ids holds the ids), as Core tables.
+dns_queries = sa.Table(
+    "dns_queries", Base.metadata,
+    _ts_col("started_at"),
+    *(sa.Column(c, sa.BigInteger) for c in DNS_INT8),
+    sa.Column("id", UUID(as_uuid=True), nullable=False),
+    *(sa.Column(c, sa.Integer, nullable=False) for c in ("ctx_id", "env_id", "batch_id", "shape_id")),
+    *(sa.Column(c, sa.Integer) for c in DNS_INT4),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("answers", JSON),
+    sa.Index("ix_dns_queries_started", "started_at", postgresql_using="brin"),
+    postgresql_partition_by="RANGE (started_at)",
+)  # fmt: skip
+generic_results = sa.Table(
+    "generic_results", Base.metadata,
+    _ts_col("started_at"),
+    sa.Column("id", UUID(as_uuid=True), nullable=False),
+    *(sa.Column(c, sa.Integer, nullable=False) for c in ("ctx_id", "env_id", "batch_id")),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("body", JSONB, nullable=False),
+    sa.Column("body_exact", JSON),
+    sa.Index("ix_generic_results_started", "started_at", postgresql_using="brin"),
+    postgresql_partition_by="RANGE (started_at)",
+)  # fmt: skip
 
 
 class Quarantine(Base):

@@ -16,9 +16,11 @@ while the storage underneath changes.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+import orjson
 import psycopg
 
 ORDER = "started_at, id"
@@ -32,6 +34,41 @@ def iso_utc(t: datetime) -> str:
     return t.isoformat() + "Z"
 
 
+# The compact store (migration 0012, docs/store.md): a record is a dns_queries row (typed
+# per-query integers + its dns_shapes row's JSON) or a generic_results row (the body), with
+# its contexts and environments rows. Read one month partition at a time, each sorted.
+DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response", "handshake_bytes_sent",
+            "handshake_bytes_received", "query_bytes_sent", "query_bytes_received")  # fmt: skip
+DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
+            "query_packets_sent", "query_packets_received")  # fmt: skip
+_TYPED = (*DNS_INT8, *DNS_INT4)
+_NULLS = ", ".join(["NULL"] * len(_TYPED))
+_MONTH_SQL = f"""
+SELECT q.started_at, q.id, q.ctx_id, q.env_id, q.shape_id, q.status, q.error, {", ".join(f"q.{c}" for c in _TYPED)},
+       q.answers::text, NULL::text
+FROM dns_queries q WHERE q.started_at >= %(lo)s AND q.started_at < %(hi)s AND q.ctx_id = ANY(%(ctx)s)
+UNION ALL
+SELECT r.started_at, r.id, r.ctx_id, r.env_id, NULL, r.status, r.error, {_NULLS}, NULL, COALESCE(r.body_exact::text, r.body::text)
+FROM generic_results r WHERE r.started_at >= %(lo)s AND r.started_at < %(hi)s AND r.ctx_id = ANY(%(ctx)s)
+ORDER BY 1, 2
+"""
+_MONTHS_SQL = """
+SELECT DISTINCT substring(c.relname FROM '_p([0-9]{4}_[0-9]{2})$') AS m FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent IN ('dns_queries'::regclass, 'generic_results'::regclass) ORDER BY 1
+"""
+# orjson reads an integer beyond 64 bits as a float: a text with a run of 19+ digits is read
+# by the stdlib (exact integers), as ingest does.
+_DIGITS = str.maketrans("123456789", "000000000")
+_LONG_DIGIT_RUN = "0" * 19
+
+
+def loads(text: str) -> Any:
+    if _LONG_DIGIT_RUN in text.translate(_DIGITS):
+        return json.loads(text)
+    return orjson.loads(text)
+
+
 def _filters(campaign: str | None, kind: str | None, run: str | None) -> tuple[str, list[Any]]:
     where, args = [], []
     for col, val in (("campaign", campaign), ("kind", kind), ("run", run)):
@@ -41,30 +78,45 @@ def _filters(campaign: str | None, kind: str | None, run: str | None) -> tuple[s
     return (" WHERE " + " AND ".join(where)) if where else "", args
 
 
-def _record(r: tuple) -> dict[str, Any]:
-    (rid, schema, kind, campaign, run, unit, vid, provider, region, profile, started, status, error, env, body) = r
-    return {
-        "schema": schema, "kind": kind, "id": str(rid), "campaign": campaign, "run": run, "unit": unit,
-        "vantage": {"id": vid, "provider": provider, "region": region, "network_profile": profile},
-        "started_at": iso_utc(started), "status": status, "error": error, "env": env, "body": body,
-    }  # fmt: skip
-
-
-SELECT = (
-    "SELECT id, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile, "
-    "started_at, status, error, env, body FROM results"
-)
-
-
 def iter_records(
     conn: psycopg.Connection, *, campaign: str | None = None, kind: str | None = None, run: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """Every stored result record (optionally of one campaign / kind / run), ordered by
     (started_at, id), each a dict JSON-equal to the line that was ingested. Streams through a
-    server-side cursor (bounded memory at any size); ``conn`` may be in autocommit mode."""
+    server-side cursor (bounded memory at any size); ``conn`` (the owner's or the writer's)
+    may be in autocommit mode."""
     where, args = _filters(campaign, kind, run)
-    with conn.transaction(), conn.cursor(name="dnscamp_iter_records") as cur:
-        cur.itersize = FETCH
-        cur.execute(f"{SELECT}{where} ORDER BY {ORDER}", args)
-        for r in cur:
-            yield _record(r)
+    with conn.transaction():
+        contexts = {r[0]: r[1:] for r in conn.execute(
+            "SELECT id, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile "
+            f"FROM contexts{where}", args)}  # fmt: skip
+        if not contexts:
+            return
+        envs = dict(conn.execute("SELECT id, env::text FROM environments").fetchall())
+        shapes = dict(conn.execute("SELECT id, body::text FROM dns_shapes").fetchall())
+        months = [r[0] for r in conn.execute(_MONTHS_SQL)]
+        ctx_ids = list(contexts)
+        with conn.cursor(name="dnscamp_iter_records") as cur:
+            cur.itersize = FETCH
+            for m in months:
+                lo = datetime(int(m[:4]), int(m[5:]), 1, tzinfo=timezone.utc)
+                hi = datetime(lo.year + lo.month // 12, lo.month % 12 + 1, 1, tzinfo=timezone.utc)
+                cur.execute(_MONTH_SQL, {"lo": lo, "hi": hi, "ctx": ctx_ids})
+                for r in cur:
+                    yield _record(r, contexts[r[2]], envs, shapes)
+
+
+def _record(r: tuple, ctx: tuple, envs: dict[int, str], shapes: dict[int, str]) -> dict[str, Any]:
+    started, rid, _, env_id, shape_id, status, error = r[:7]
+    if shape_id is None:
+        body = loads(r[-1])
+    else:
+        body = loads(shapes[shape_id])
+        body.update(zip(_TYPED, r[7 : 7 + len(_TYPED)]))
+        body["answers"] = loads(r[-2])
+    schema, kind, campaign, run, unit, vid, provider, region, profile = ctx
+    return {
+        "schema": schema, "kind": kind, "id": str(rid), "campaign": campaign, "run": run, "unit": unit,
+        "vantage": {"id": vid, "provider": provider, "region": region, "network_profile": profile},
+        "started_at": iso_utc(started), "status": status, "error": error, "env": loads(envs[env_id]), "body": body,
+    }  # fmt: skip

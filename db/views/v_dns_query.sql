@@ -11,31 +11,63 @@
 -- another JSON type or out of the column's range), differences and sums are computed in
 -- numeric and a total out of its column's range is NULL, the RTT multiples use an access RTT
 -- of at least 1 us (records v1 refuse a smaller one).
--- The columns of results are named, not r.*: a view expanding r.* depends on every column of
--- results, so that no migration could drop or change one without re-creating it.
 -- engine, engine_version: what timed the query (our engine or getdns, issue 12 §6) and its
 -- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
 -- for records that do not carry it.
+-- Storage (issue 19, docs/store.md): a query is a dns_queries row (per-query integers typed,
+-- the rest of its body in its dns_shapes row, whose columns are read from that body by the
+-- same expressions as below) or, when its body does not fit those columns, a generic_results
+-- row read from its whole body; the two branches give the same columns.
 CREATE OR REPLACE VIEW v_dns_query AS
 WITH d AS (
-  SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.network_profile,
-         r.started_at, r.status, r.error, r.env, r.body,
-         JSON_VALUE(r.body, '$.t_start' RETURNING bigint) AS t_start,
-         JSON_VALUE(r.body, '$.t_connected' RETURNING bigint) AS t_connected,
-         JSON_VALUE(r.body, '$.t_tls_done' RETURNING bigint) AS t_tls_done,
-         JSON_VALUE(r.body, '$.t_query_sent' RETURNING bigint) AS t_query_sent,
-         JSON_VALUE(r.body, '$.t_response' RETURNING bigint) AS t_response,
-         JSON_VALUE(r.body, '$.access_rtt_ms' RETURNING float8) AS access_rtt_ms,
-         JSON_VALUE(r.body, '$.handshake_bytes_sent' RETURNING bigint) AS handshake_bytes_sent,
-         JSON_VALUE(r.body, '$.handshake_bytes_received' RETURNING bigint) AS handshake_bytes_received,
-         JSON_VALUE(r.body, '$.handshake_packets_sent' RETURNING int) AS handshake_packets_sent,
-         JSON_VALUE(r.body, '$.handshake_packets_received' RETURNING int) AS handshake_packets_received,
-         JSON_VALUE(r.body, '$.query_bytes_sent' RETURNING bigint) AS query_bytes_sent,
-         JSON_VALUE(r.body, '$.query_bytes_received' RETURNING bigint) AS query_bytes_received,
-         JSON_VALUE(r.body, '$.query_packets_sent' RETURNING int) AS query_packets_sent,
-         JSON_VALUE(r.body, '$.query_packets_received' RETURNING int) AS query_packets_received,
-         CASE WHEN r.body ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END AS hdr_bytes
-  FROM results r
+  SELECT q.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+         q.started_at, q.status, q.error,
+         s.resolver, s.transport, s.address, s.port, s.tls_name, s.url, s.qname, s.qtype, q.sequence, s.policy,
+         s.idle_timeout_s, s.timeout_s, s.max_attempts, s.attempts,
+         q.t_start, q.t_connected, q.t_tls_done, q.t_query_sent, q.t_response,
+         s.connection_reused, s.resumed, s.early_data, s.tls_version, s.alpn, s.quic_version, s.http_version,
+         s.http_method, s.http_status, s.rcode, q.answers::jsonb AS answers, q.response_size, s.access_rtt_ms,
+         s.wire_basis, q.handshake_bytes_sent, q.handshake_bytes_received, q.handshake_packets_sent,
+         q.handshake_packets_received, q.query_bytes_sent, q.query_bytes_received, q.query_packets_sent,
+         q.query_packets_received, e.envb -> 'dns' AS tool_versions, s.cache_warmed, s.engine, s.engine_version,
+         s.engine_run_time_ms, s.hdr_bytes
+  FROM dns_queries q
+  JOIN contexts c ON c.id = q.ctx_id
+  JOIN dns_shapes s ON s.id = q.shape_id
+  JOIN environments e ON e.id = q.env_id
+  UNION ALL
+  SELECT r.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+         r.started_at, r.status, r.error,
+         r.body ->> 'resolver', r.body ->> 'transport', r.body ->> 'address',
+         JSON_VALUE(r.body, '$.port' RETURNING int), r.body ->> 'tls_name', r.body ->> 'url',
+         r.body ->> 'qname', r.body ->> 'qtype', JSON_VALUE(r.body, '$.sequence' RETURNING int),
+         r.body ->> 'policy', JSON_VALUE(r.body, '$.idle_timeout_s' RETURNING float8),
+         JSON_VALUE(r.body, '$.timeout_s' RETURNING float8), JSON_VALUE(r.body, '$.max_attempts' RETURNING int),
+         JSON_VALUE(r.body, '$.attempts' RETURNING int),
+         JSON_VALUE(r.body, '$.t_start' RETURNING bigint), JSON_VALUE(r.body, '$.t_connected' RETURNING bigint),
+         JSON_VALUE(r.body, '$.t_tls_done' RETURNING bigint), JSON_VALUE(r.body, '$.t_query_sent' RETURNING bigint),
+         JSON_VALUE(r.body, '$.t_response' RETURNING bigint),
+         JSON_VALUE(r.body, '$.connection_reused' RETURNING boolean), JSON_VALUE(r.body, '$.resumed' RETURNING boolean),
+         JSON_VALUE(r.body, '$.early_data' RETURNING boolean), r.body ->> 'tls_version', r.body ->> 'alpn',
+         r.body ->> 'quic_version', r.body ->> 'http_version', r.body ->> 'http_method',
+         JSON_VALUE(r.body, '$.http_status' RETURNING int), r.body ->> 'rcode', r.body -> 'answers',
+         JSON_VALUE(r.body, '$.response_size' RETURNING int), JSON_VALUE(r.body, '$.access_rtt_ms' RETURNING float8),
+         r.body ->> 'wire_basis',
+         JSON_VALUE(r.body, '$.handshake_bytes_sent' RETURNING bigint),
+         JSON_VALUE(r.body, '$.handshake_bytes_received' RETURNING bigint),
+         JSON_VALUE(r.body, '$.handshake_packets_sent' RETURNING int),
+         JSON_VALUE(r.body, '$.handshake_packets_received' RETURNING int),
+         JSON_VALUE(r.body, '$.query_bytes_sent' RETURNING bigint),
+         JSON_VALUE(r.body, '$.query_bytes_received' RETURNING bigint),
+         JSON_VALUE(r.body, '$.query_packets_sent' RETURNING int),
+         JSON_VALUE(r.body, '$.query_packets_received' RETURNING int),
+         e.envb -> 'dns', JSON_VALUE(r.body, '$.cache_warmed' RETURNING boolean),
+         JSON_VALUE(r.body, '$.engine' RETURNING text), JSON_VALUE(r.body, '$.engine_version' RETURNING text),
+         JSON_VALUE(r.body, '$.engine_run_time_ms' RETURNING float8),
+         CASE WHEN r.body ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END
+  FROM generic_results r
+  JOIN contexts c ON c.id = r.ctx_id
+  JOIN environments e ON e.id = r.env_id
   WHERE r.kind = 'dns_query'
 ), t AS (
   SELECT d.*,
@@ -48,34 +80,13 @@ WITH d AS (
 )
 SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.network_profile,
        d.started_at, d.status, d.error,
-       d.body ->> 'resolver' AS resolver,
-       d.body ->> 'transport' AS transport,
-       d.body ->> 'address' AS address,
-       JSON_VALUE(d.body, '$.port' RETURNING int) AS port,
-       d.body ->> 'tls_name' AS tls_name,
-       d.body ->> 'url' AS url,
-       d.body ->> 'qname' AS qname,
-       d.body ->> 'qtype' AS qtype,
-       JSON_VALUE(d.body, '$.sequence' RETURNING int) AS sequence,
-       d.body ->> 'policy' AS policy,
-       JSON_VALUE(d.body, '$.idle_timeout_s' RETURNING float8) AS idle_timeout_s,
-       JSON_VALUE(d.body, '$.timeout_s' RETURNING float8) AS timeout_s,
-       JSON_VALUE(d.body, '$.max_attempts' RETURNING int) AS max_attempts,
-       JSON_VALUE(d.body, '$.attempts' RETURNING int) AS attempts,
+       d.resolver, d.transport, d.address, d.port, d.tls_name, d.url, d.qname, d.qtype, d.sequence, d.policy,
+       d.idle_timeout_s, d.timeout_s, d.max_attempts, d.attempts,
        d.t_start, d.t_connected, d.t_tls_done, d.t_query_sent, d.t_response,
-       JSON_VALUE(d.body, '$.connection_reused' RETURNING boolean) AS connection_reused,
-       JSON_VALUE(d.body, '$.resumed' RETURNING boolean) AS resumed,
-       JSON_VALUE(d.body, '$.early_data' RETURNING boolean) AS early_data,
-       d.body ->> 'tls_version' AS tls_version,
-       d.body ->> 'alpn' AS alpn,
-       d.body ->> 'quic_version' AS quic_version,
-       d.body ->> 'http_version' AS http_version,
-       d.body ->> 'http_method' AS http_method,
-       JSON_VALUE(d.body, '$.http_status' RETURNING int) AS http_status,
-       d.body ->> 'rcode' AS rcode,
-       d.body -> 'answers' AS answers,
-       COALESCE(JSON_VALUE(d.body, '$.answers.size()' RETURNING int), 0) AS answer_count,
-       JSON_VALUE(d.body, '$.response_size' RETURNING int) AS response_size,
+       d.connection_reused, d.resumed, d.early_data, d.tls_version, d.alpn, d.quic_version, d.http_version,
+       d.http_method, d.http_status, d.rcode, d.answers,
+       COALESCE(JSON_VALUE(d.answers, '$.size()' RETURNING int), 0) AS answer_count,
+       d.response_size,
        (d.t_connected::numeric - d.t_start)::float8 / 1e6 AS connect_ms,
        (d.t_tls_done::numeric - COALESCE(d.t_connected, d.t_start))::float8 / 1e6 AS handshake_ms,
        (d.t_response::numeric - d.t_query_sent)::float8 / 1e6 AS exchange_ms,
@@ -83,7 +94,7 @@ SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.ne
        d.access_rtt_ms,
        (d.t_response::numeric - d.t_query_sent)::float8 / 1e6 / d.rtt_divisor AS exchange_rtt_multiple,
        (d.t_response::numeric - d.t_start)::float8 / 1e6 / d.rtt_divisor AS total_rtt_multiple,
-       d.body ->> 'wire_basis' AS wire_basis,
+       d.wire_basis,
        d.handshake_bytes_sent, d.handshake_bytes_received,
        d.handshake_packets_sent, d.handshake_packets_received,
        d.query_bytes_sent, d.query_bytes_received,
@@ -92,9 +103,9 @@ SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.ne
        CASE WHEN abs(d.packets_n) <= 2147483647 THEN d.packets_n::int END AS total_packets,
        CASE WHEN abs(d.bytes_n + d.hdr_bytes * d.packets_n) <= 9223372036854775807
             THEN (d.bytes_n + d.hdr_bytes * d.packets_n)::bigint END AS total_ip_bytes,
-       d.env -> 'dns' AS tool_versions,
-       JSON_VALUE(d.body, '$.cache_warmed' RETURNING boolean) AS cache_warmed,
-       JSON_VALUE(d.body, '$.engine' RETURNING text) AS engine,
-       JSON_VALUE(d.body, '$.engine_version' RETURNING text) AS engine_version,
-       JSON_VALUE(d.body, '$.engine_run_time_ms' RETURNING float8) AS engine_run_time_ms
+       d.tool_versions,
+       d.cache_warmed,
+       d.engine,
+       d.engine_version,
+       d.engine_run_time_ms
 FROM t AS d;

@@ -4,8 +4,9 @@
 -- Never an error on stored data: values are read with JSON_VALUE (NULL for a value of another
 -- JSON type or out of the column's range: the navigation entry and the stub summary are
 -- free-form JSON), and the phase differences are computed by the JSON path in numeric.
+-- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context.
 CREATE OR REPLACE VIEW v_page_load AS
-SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.network_profile,
+SELECT r.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
        r.body ->> 'url' AS url,
        r.body ->> 'final_url' AS final_url,
@@ -41,6 +42,8 @@ SELECT r.id, r.campaign, r.run, r.unit, r.vantage_id, r.provider, r.region, r.ne
        r.body -> 'hostnames' AS hostnames,
        r.body -> 'protocols' AS protocols,
        r.body -> 'order' AS load_order,
-       r.env ->> 'seed' AS seed
-FROM results r
+       e.envb ->> 'seed' AS seed
+FROM generic_results r
+JOIN contexts c ON c.id = r.ctx_id
+JOIN environments e ON e.id = r.env_id
 WHERE r.kind = 'page_load';

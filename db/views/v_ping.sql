@@ -2,8 +2,9 @@
 -- Body values are read with JSON_VALUE, which gives NULL (never an error) for a value of
 -- another JSON type or out of the column's range (e.g. a "sent": 3.0 stored before records v1
 -- became strict); the statistics are computed so that no finite RTT can overflow them.
+-- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context.
 CREATE OR REPLACE VIEW v_ping AS
-SELECT r.id, r.campaign, r.run, r.vantage_id, r.provider, r.region, r.network_profile,
+SELECT r.id, c.campaign, c.run, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
        r.body ->> 'target' AS target,
        r.body ->> 'address' AS address,
@@ -14,7 +15,8 @@ SELECT r.id, r.campaign, r.run, r.vantage_id, r.provider, r.region, r.network_pr
        CASE WHEN b.sent > 0 THEN 1.0 - b.received::float8 / b.sent END AS loss,
        s.rtt_min_ms, s.rtt_avg_ms, s.rtt_median_ms, s.rtt_max_ms,
        r.body -> 'rtts_ms' AS rtts_ms
-FROM results r
+FROM generic_results r
+JOIN contexts c ON c.id = r.ctx_id
 CROSS JOIN LATERAL (
     SELECT JSON_VALUE(r.body, '$.sent' RETURNING int) AS sent,
            JSON_VALUE(r.body, '$.received' RETURNING int) AS received

@@ -150,18 +150,21 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
 
 
 def _forge_timestamp(record, bad_line: int):
-    """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 10)
-    becomes -2**62 µs (before 4713 BC), which timestamptz's binary input refuses."""
+    """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 2 of the
+    item's rows, after the id) becomes -2**62 µs (before 4713 BC), which timestamptz's binary
+    input refuses."""
+    import dataclasses
     import struct
 
-    def forged(text, source, lineno):
-        rid, digest, row = record(text, source, lineno)
+    forged_ts = struct.pack(">iq", 8, -(2**62))
+
+    def forged(text, lineno, dims):
+        item = record(text, lineno, dims)
         if lineno == bad_line:
-            pos = 2
-            for _ in range(10):
-                pos += 4 + max(0, struct.unpack(">i", row[pos : pos + 4])[0])  # -1: NULL
-            row = row[: pos + 4] + struct.pack(">q", -(2**62)) + row[pos + 12 :]
-        return rid, digest, row
+            pos = 4 + 16  # the id field
+            item = dataclasses.replace(item, reg=item.reg[:pos] + forged_ts + item.reg[pos + 12 :],
+                                       row=item.row[:pos] + forged_ts + item.row[pos + 12 :])
+        return item
 
     return forged
 

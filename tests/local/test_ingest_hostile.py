@@ -179,6 +179,12 @@ def test_migration_backfills_the_hash_ingest_computes(fresh_db, tmp_path):
     first = ingest(files, fresh_db)
     with psycopg.connect(fresh_db) as c:
         before = dict(c.execute("SELECT id, content_sha256 FROM results").fetchall())
+    # the one-table store of 0008-0011 (migration 0012's downgrade keeps the records)
+    from db import migrate
+
+    sa_url = fresh_db.replace("postgresql://", "postgresql+psycopg://", 1)
+    migrate.downgrade(sa_url, "0011_dashboard_views")
+    with psycopg.connect(fresh_db) as c:
         c.execute("UPDATE results SET content_sha256 = NULL")
     spec = importlib.util.spec_from_file_location("m0008", ROOT / "db/migrations/versions/0008_ingest_hardening.py")
     m = importlib.util.module_from_spec(spec)
@@ -190,6 +196,7 @@ def test_migration_backfills_the_hash_ingest_computes(fresh_db, tmp_path):
     with psycopg.connect(fresh_db) as c:
         after = dict(c.execute("SELECT id, content_sha256 FROM results").fetchall())
     assert after == before and None not in after.values() and len(after) == first.ingested
+    migrate.upgrade(sa_url)
     assert ingest(files, fresh_db).as_json() == {"ingested": 0, "duplicates": first.ingested, "quarantined": 0}
 
 
@@ -199,9 +206,10 @@ def test_count_differing_from_rows_written_fails_the_batch(fresh_db, tmp_path):
     with psycopg.connect(fresh_db, autocommit=True) as c:
         c.execute(
             "CREATE FUNCTION drop_one() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN IF NEW.run = 'drop-me' THEN RETURN NULL; END IF; RETURN NEW; END $$"
+            "$$ BEGIN IF (SELECT run FROM contexts WHERE id = NEW.ctx_id) = 'drop-me' THEN RETURN NULL; END IF; "
+            "RETURN NEW; END $$"
         )
-        c.execute("CREATE TRIGGER drop_one BEFORE INSERT ON results FOR EACH ROW EXECUTE FUNCTION drop_one()")
+        c.execute("CREATE TRIGGER drop_one BEFORE INSERT ON generic_results FOR EACH ROW EXECUTE FUNCTION drop_one()")
     f = tmp_path / "a.jsonl"
     _write(f, good(2) + good(1, run="drop-me"))
     with pytest.raises(CountMismatch, match="COPY stored 2 rows of 3 sent"):
