@@ -9,8 +9,9 @@ from vantage_agent.errors import OK, statuses
 from dashboards.panels import bar_panel, new_dashboard, table_panel, time_series, where
 
 UID = "dnscamp-failures"
-VARS = ("campaign", "vantage", "region", "profile", "resolver", "transport")
-W = where(*VARS)
+VARS = ("campaign", "vantage", "region", "profile", "resolver", "transport", "browser")
+W = where(*VARS[:-1])  # DNS panels: no browser
+PW = where("campaign", "vantage", "region", "profile", "browser")  # page-load panels: no resolver or transport
 FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure statuses
 LIST = ", ".join(f"'{s}'" for s in FAILURES)
 
@@ -56,7 +57,6 @@ GROUP BY 1, 2, 3
 HAVING count(*) FILTER (WHERE status <> 'ok') > 0
 ORDER BY failed DESC, failure_rate DESC, 1, 2, 3
 LIMIT 25"""
-    pw = where("campaign", "vantage", "region", "profile")
     page = f"""
 SELECT browser, dns_mode, coalesce(network_profile, 'none') AS profile,
        count(*) AS n,
@@ -64,7 +64,7 @@ SELECT browser, dns_mode, coalesce(network_profile, 'none') AS profile,
        count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
        mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
 FROM v_page_load
-{pw}
+{PW}
 GROUP BY 1, 2, 3
 ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
     stacked_cols = {s: (s, None) for s in FAILURES} | {"unclassified": ("status outside the taxonomy", None)}
@@ -100,7 +100,7 @@ both counts and the commonest status.""", page, {
                 "commonest_status": ("commonest status", None)}),
             bar_panel("Page-load failures by status per browser", """
 Question: how do page loads fail per browser? Count per failure status, stacked.""",
-                      _stacked("browser", "browser", "v_page_load", pw), {"browser": ("browser", None)} | stacked_cols, stacked=True),
+                      _stacked("browser", "browser", "v_page_load", PW), {"browser": ("browser", None)} | stacked_cols, stacked=True),
         ]),
     ]
     return new_dashboard(UID, "Failure rates", __doc__.split("\n\n")[0], VARS, rows)
