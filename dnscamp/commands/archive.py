@@ -81,12 +81,14 @@ def restore_command(
     """Load an archive back into the store, idempotently: the manifest and every file are
     verified and converted before anything is ingested (a corrupt or partial archive is
     refused whole, naming the file); records go through the normal ingest (dedup by id and
-    content hash), so restoring twice adds nothing."""
+    content hash) and Atlas raw results through the Atlas ingest (unique per result), so
+    restoring twice adds nothing."""
     from db import migrate
 
     try:
         migrate.upgrade(engine.sqlalchemy_url("owner"))
-        stats = arc.restore(src, engine.database_url("writer"), workers=workers)
+        stats, atlas = arc.restore(src, engine.database_url("writer"), owner_url=engine.database_url("owner"),
+                                   workers=workers)  # fmt: skip
     except arc.ArchiveError as exc:
         die(str(exc))
     except StoreUnavailable as exc:
@@ -97,9 +99,14 @@ def restore_command(
         if "OperationalError" in type(exc).__name__ or isinstance(exc, engine.StoreError):
             _store_error(exc)
         raise
-    typer.echo(json.dumps(stats.as_json()) if as_json else
-               f"ingested {stats.ingested}, duplicates {stats.duplicates}, quarantined {stats.quarantined}")
-    raise typer.Exit(3 if stats.quarantined else 0)
+    out = {**stats.as_json(), "atlas": atlas.as_json() if atlas else None}
+    for reason in (stats.reasons + (atlas.reasons if atlas else []))[:20]:
+        typer.echo(f"quarantined: {reason}", err=True)
+    typer.echo(json.dumps(out) if as_json else
+               f"ingested {stats.ingested}, duplicates {stats.duplicates}, quarantined {stats.quarantined}"
+               + (f"; Atlas results: ingested {atlas.ingested}, duplicates {atlas.duplicates}, "
+                  f"quarantined {atlas.quarantined}" if atlas else ""))  # fmt: skip
+    raise typer.Exit(3 if stats.quarantined or (atlas and atlas.quarantined) else 0)
 
 
 _ = Path  # (typer resolves annotations at import)

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from dnscamp.opendata import codec
+from dnscamp.opendata import codec, pgarrow
 
 FORMAT = "dnscamp.archive/1"
 MANIFEST = "manifest.json"
@@ -80,25 +80,62 @@ def _sha256(fs: pafs.FileSystem, path: str) -> str:
 # --- write ------------------------------------------------------------------------------
 
 
-@dataclass
-class _Part:
-    kind: str
-    day: str
-    path: str  # relative to the archive root
-    writer: pq.ParquetWriter
-    rows: int = 0
+# Atlas tables of a campaign (measurements labelled "<campaign>" or "<campaign>/<run>"), and the
+# column their files are partitioned by day on (None: one partition, day=all).
+ATLAS_TABLES = {"atlas_measurements": None, "atlas_discovery": None, "atlas_results_raw": "timestamp",
+                "atlas_ping": "timestamp", "atlas_dns": "timestamp"}  # fmt: skip
+
+
+class _Parts:
+    """Parquet files kind=<kind>/day=<day>/part-0000.parquet in a staging directory, one open
+    at a time (rows come in day order), each checksummed when closed."""
+
+    def __init__(self, stage: Path, progress: Callable[[str, int], None] | None):
+        self.stage, self.progress = stage, progress
+        self.files: list[dict[str, Any]] = []
+        self.cur: tuple[str, str] | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def write(self, kind: str, day: str, table: pa.Table) -> None:
+        if self.cur != (kind, day):
+            self.close()
+            rel = f"kind={kind}/day={day}/part-0000.parquet"
+            (self.stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            self.writer = pq.ParquetWriter(self.stage / rel, table.schema, compression=COMPRESSION,
+                                           use_dictionary=True, write_statistics=True)  # fmt: skip
+            self.cur, self.rows = (kind, day), 0
+        self.writer.write_table(table, row_group_size=ROWS_PER_GROUP)
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        kind, day = self.cur
+        rel = f"kind={kind}/day={day}/part-0000.parquet"
+        local = self.stage / rel
+        self.files.append({"path": rel, "kind": kind, "day": day, "rows": self.rows, "bytes": local.stat().st_size,
+                           "sha256": hashlib.sha256(local.read_bytes()).hexdigest()})  # fmt: skip
+        if self.progress:
+            self.progress(rel, self.rows)
+        self.writer, self.cur = None, None
 
 
 def view_columns(conn: psycopg.Connection) -> dict[str, list[list[str]]]:
     """The reader views' columns and types, as the store has them (information_schema)."""
+    return pgarrow.columns(conn, "v\\_%")
+
+
+def _atlas_view_defs(conn: psycopg.Connection) -> dict[str, str]:
+    """The store's definitions of the views that read Atlas tables only: DuckDB runs them
+    as they are over the archived tables."""
     rows = conn.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = current_schema() AND table_name LIKE 'v\\_%' ORDER BY table_name, ordinal_position"
+        "SELECT view_name, array_agg(table_name::text) FROM information_schema.view_table_usage "
+        "WHERE view_schema = current_schema() AND view_name LIKE 'v\\_%' GROUP BY 1"
     ).fetchall()
-    out: dict[str, list[list[str]]] = {}
-    for view, col, typ in rows:
-        out.setdefault(view, []).append([col, typ])
-    return out
+    return {v: conn.execute("SELECT pg_get_viewdef(%s::regclass, true)", (v,)).fetchone()[0]
+            for v, tables in rows if set(tables) <= set(ATLAS_TABLES)}  # fmt: skip
 
 
 def _store_revision(conn: psycopg.Connection) -> list[str]:
@@ -107,6 +144,42 @@ def _store_revision(conn: psycopg.Connection) -> list[str]:
             return sorted(r[0] for r in conn.execute("SELECT version_num FROM alembic_version").fetchall())
     except psycopg.Error:
         return []
+
+
+def _write_atlas(conn: psycopg.Connection, campaign: str, parts: _Parts) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    tables = pgarrow.columns(conn, "atlas\\_%")
+    out: dict[str, Any] = {}
+    for table, tcol in ATLAS_TABLES.items():
+        cols = tables.get(table)
+        if not cols:
+            continue
+        names = [c for c, _ in cols]
+        label = "(x.campaign = %s OR x.campaign LIKE %s)"
+        if "msm_id" in names and table != "atlas_measurements":  # results may carry no label: their measurement's
+            label = ("(COALESCE(x.campaign, (SELECT m.campaign FROM atlas_measurements m WHERE m.msm_id = x.msm_id)) "
+                     "= %s OR COALESCE(x.campaign, (SELECT m.campaign FROM atlas_measurements m "
+                     "WHERE m.msm_id = x.msm_id)) LIKE %s)")  # fmt: skip
+        quoted = ", ".join(f'x."{c}"' for c in names)
+        order = f'x."{tcol}", 1' if tcol else "1"
+        sql = f"SELECT {quoted} FROM {table} x WHERE {label} ORDER BY {order}"
+        rows = 0
+        for b in pgarrow.batches(conn, sql, (campaign, campaign.replace("%", r"\%") + "/%"), cols, cursor=f"arc_{table}"):
+            t = pa.Table.from_batches([b])
+            rows += t.num_rows
+            if not tcol:
+                parts.write(table, "all", t)
+                continue
+            days = pc.strftime(t.column(tcol), format="%Y-%m-%d").to_pylist()
+            start = 0
+            for i in range(1, len(days) + 1):
+                if i == len(days) or days[i] != days[start]:
+                    parts.write(table, days[start], t.slice(start, i - start))
+                    start = i
+        parts.close()
+        out[table] = {"rows": rows, "columns": cols}
+    return out
 
 
 def write(conn: psycopg.Connection, campaign: str, dest: str, *,
@@ -126,45 +199,24 @@ def write(conn: psycopg.Connection, campaign: str, dest: str, *,
                                         (campaign,)).fetchall()]  # fmt: skip
     if not kinds:
         raise ArchiveError(f"campaign {campaign!r}: no records in the store")
-    files: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="dnscamp-archive-") as tmp:
         stage = Path(tmp)
+        parts = _Parts(stage, progress)
         for kind in kinds:
             batch = codec.Batch(kind)
-            part: _Part | None = None
-
-            def flush(p: _Part | None) -> None:
-                if p is not None and len(batch):
-                    t = batch.table()
-                    p.writer.write_table(t, row_group_size=ROWS_PER_GROUP)
-                    p.rows += t.num_rows
-                    batch.clear()
-
-            def close(p: _Part | None) -> None:
-                if p is None:
-                    return
-                flush(p)
-                p.writer.close()
-                local = stage / p.path
-                files.append({"path": p.path, "kind": p.kind, "day": p.day, "rows": p.rows,
-                              "bytes": local.stat().st_size,
-                              "sha256": hashlib.sha256(local.read_bytes()).hexdigest()})  # fmt: skip
-                if progress:
-                    progress(p.path, p.rows)
-
+            day = None
             for rec in iter_records(conn, campaign=campaign, kind=kind):
-                day = rec["started_at"][:10]
-                if part is None or part.day != day:
-                    close(part)
-                    rel = f"kind={kind}/day={day}/part-0000.parquet"
-                    (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-                    writer = pq.ParquetWriter(stage / rel, codec._with_dict_env(batch.schema), compression=COMPRESSION,
-                                              use_dictionary=True, write_statistics=True)  # fmt: skip
-                    part = _Part(kind, day, rel, writer)
+                d = rec["started_at"][:10]
+                if (d != day and len(batch)) or len(batch) >= ROWS_PER_GROUP:
+                    parts.write(kind, day, batch.table())
+                    batch.clear()
+                day = d
                 batch.add(rec)
-                if len(batch) >= ROWS_PER_GROUP:
-                    flush(part)
-            close(part)
+            if len(batch):
+                parts.write(kind, day, batch.table())
+            parts.close()
+        atlas = _write_atlas(conn, campaign, parts)
+        files = parts.files
         manifest = {
             "format": FORMAT,
             "records_schema": "dnscamp.result/1",
@@ -172,13 +224,16 @@ def write(conn: psycopg.Connection, campaign: str, dest: str, *,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "dnscamp_version": dnscamp.__version__,
             "store_revision": _store_revision(conn),
-            "partitioning": "hive: kind=<kind>/day=<YYYY-MM-DD> (UTC day of started_at)",
+            "partitioning": "hive: kind=<kind or Atlas table>/day=<YYYY-MM-DD> (UTC day of started_at / timestamp; "
+                            "all: not by day)",
             "compression": COMPRESSION,
             "kinds": {k: {"rows": sum(f["rows"] for f in files if f["kind"] == k),
                           "columns": [[f.name, str(f.type)] for f in codec.schema(k)]} for k in kinds},  # fmt: skip
-            "rows": sum(f["rows"] for f in files),
+            "tables": atlas,
+            "rows": sum(f["rows"] for f in files if f["kind"] in kinds),
             "files": files,
             "views": view_columns(conn),
+            "view_defs": _atlas_view_defs(conn),
         }
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=1))
         local = isinstance(fs, pafs.LocalFileSystem)  # S3 has no directories (no marker objects)
@@ -238,7 +293,7 @@ def verify(src: str, *, checksums: bool = True) -> tuple[pafs.FileSystem, str, d
     for rel in sorted(present):
         if rel not in listed:
             raise ArchiveError(f"{src}/{rel}: not listed in {MANIFEST} (a manifest of another archive?)")
-    for k, meta in manifest["kinds"].items():
+    for k, meta in {**manifest["kinds"], **manifest.get("tables", {})}.items():
         n = sum(f["rows"] for f in manifest["files"] if f["kind"] == k)
         if n != meta["rows"]:
             raise ArchiveError(f"{src}/{MANIFEST}: kind {k}: {meta['rows']} rows, its files list {n}")
@@ -261,6 +316,8 @@ def verify(src: str, *, checksums: bool = True) -> tuple[pafs.FileSystem, str, d
 def iter_archived(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src: str) -> Iterator[tuple[str, list[dict]]]:
     """(file, its records) for every file of an archive, in manifest order."""
     for f in manifest["files"]:
+        if f["kind"] not in manifest["kinds"]:
+            continue  # an Atlas table: restore_atlas reads it
         try:
             with fs.open_input_file(f"{root}/{f['path']}") as fh:
                 table = pq.read_table(fh)
@@ -272,20 +329,78 @@ def iter_archived(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src:
         yield f["path"], recs
 
 
-def restore(src: str, url: str, *, workers: int | None = None):
-    """Load an archive back into the store at ``url`` (writer): verify the manifest and every
-    file, convert every file into JSONL in a scratch directory (nothing is ingested until all
-    of them converted), then ingest it with collectors.ingest. Returns its IngestStats."""
+def restore(src: str, url: str, *, owner_url: str | None = None, workers: int | None = None):
+    """Load an archive back into the store: verify the manifest and every file, convert every
+    file (records into JSONL, Atlas raw results into JSON lines per campaign label) in a scratch
+    directory -- nothing is stored until all of them converted -- then ingest the records with
+    collectors.ingest at ``url`` (the writer) and the Atlas measurements, discovery and raw
+    results with atlas.store / collectors.atlas_ingest at ``owner_url`` (Atlas tables are the
+    owner's). Returns (records' IngestStats, Atlas stats or None)."""
     from collectors.ingest import canonical_json, ingest
 
     fs, root, manifest = verify(src)
     scratch = Path(tempfile.mkdtemp(prefix="dnscamp-restore-"))
     try:
+        (scratch / "records").mkdir()
         for rel, recs in iter_archived(fs, root, manifest, src):
-            out = scratch / (rel.replace("/", "__").removesuffix(".parquet") + ".jsonl")
+            out = scratch / "records" / (rel.replace("/", "__").removesuffix(".parquet") + ".jsonl")
             with open(out, "wb") as fh:
                 for r in recs:
                     fh.write(canonical_json(r) + b"\n")
-        return ingest([scratch], url, workers=workers)
+        atlas = _atlas_tables(fs, root, manifest, src)
+        raw_files: dict[str, Path] = {}
+        for i, row in enumerate(atlas.get("atlas_results_raw", [])):
+            label = row["campaign"] or ""
+            if label not in raw_files:
+                raw_files[label] = scratch / f"atlas-{len(raw_files):04d}.jsonl"
+            with open(raw_files[label], "ab") as fh:
+                fh.write(row["raw"].encode() + b"\n")
+        stats = ingest([scratch / "records"], url, workers=workers)
+        astats = None
+        if atlas:
+            astats = _restore_atlas(owner_url or url, atlas, raw_files)
+        return stats, astats
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src: str) -> dict[str, list[dict]]:
+    """The rows restore needs of the archived Atlas tables (measurements, discovery, raw)."""
+    out: dict[str, list[dict]] = {}
+    for f in manifest["files"]:
+        if f["kind"] not in ("atlas_measurements", "atlas_discovery", "atlas_results_raw"):
+            continue
+        try:
+            with fs.open_input_file(f"{root}/{f['path']}") as fh:
+                out.setdefault(f["kind"], []).extend(pq.read_table(fh).to_pylist())
+        except (pa.ArrowException, OSError) as exc:
+            raise ArchiveError(f"{src}/{f['path']}: cannot be read back ({_first_line(exc)})") from None
+    return out
+
+
+def _restore_atlas(url: str, atlas: dict[str, list[dict]], raw_files: dict[str, Path]):
+    """Measurement roles and discovery upserted, raw results through collectors.atlas_ingest
+    (sagan parses them again; a result already stored is a duplicate)."""
+    from atlas import store
+    from atlas.discovery import Discovered
+    from collectors.atlas_ingest import AtlasIngestStats, ingest_files
+
+    with psycopg.connect(url) as conn:
+        for m in atlas.get("atlas_measurements", []):
+            store.register_measurement(conn, m["msm_id"], campaign=m["campaign"], role=m["role"], target=m["target"],
+                                       definition=orjson.loads(m["definition"]) if m["definition"] else None)  # fmt: skip
+        by_label: dict[str, list] = {}
+        for d in atlas.get("atlas_discovery", []):
+            by_label.setdefault(d["campaign"], []).append(
+                Discovered(**{k: d[k] for k in ("prb_id", "probe_addr", "resolver", "configured_resolver",
+                                                "probe_asn", "resolver_asn", "method", "qname")}))  # fmt: skip
+        for label, rows in by_label.items():
+            store.save_discovery(conn, label, rows)
+    total = AtlasIngestStats()
+    for label, path in raw_files.items():
+        st = ingest_files([path], url, campaign=label or None)
+        total.ingested += st.ingested
+        total.duplicates += st.duplicates
+        total.quarantined += st.quarantined
+        total.reasons += st.reasons
+    return total

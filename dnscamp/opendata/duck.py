@@ -9,8 +9,10 @@ archive's manifest (``views``, from information_schema when it was written). Eac
 - one of the few computed columns below (durations, totals, counts, JSON members), written
   once in DuckDB's SQL (``DERIVED``),
 cast to the store's type (TRY_CAST: a value out of the type's range is NULL, as in the store).
-Only the aggregate view ``v_failures`` is SQL written for DuckDB as a whole. Views over tables
-an archive does not hold (Atlas tables, the S3 ledger, the quarantine) are not created.
+Only the aggregate view ``v_failures`` is SQL written for DuckDB as a whole. The views over
+Atlas tables (v_atlas_ping, v_atlas_dns, v_quicsocks_savings) are the store's own definitions
+(pg_get_viewdef, in the manifest) run over the archived Atlas tables. Views over what an
+archive does not hold (the S3 ledger, the quarantine, credits) are not created.
 """
 
 from __future__ import annotations
@@ -149,7 +151,33 @@ def connect(src: str, *, checksums: bool = False) -> duckdb.DuckDBPyConnection:
     for name, sql in view_sql(manifest, sorted(kinds)).items():
         con.execute(sql)
     con.execute(V_FAILURES)
+    _atlas(con, fs, root, manifest, local)
     return con
+
+
+def _atlas(con: duckdb.DuckDBPyConnection, fs, root: str, manifest: dict[str, Any], local: bool) -> None:
+    """The archived Atlas tables under their store names (JSON columns as JSON), then the
+    store's own definitions of the views over them (pg_get_viewdef, run as they are)."""
+    from dnscamp.opendata import pgarrow
+
+    for table, meta in manifest.get("tables", {}).items():
+        files = [f"{root}/{f['path']}" for f in manifest["files"] if f["kind"] == table]
+        cols = meta["columns"]
+        if files and local:
+            lst = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
+            source = f"read_parquet([{lst}], hive_partitioning = false)"
+        else:
+            data = ds.dataset(files, filesystem=fs, format="parquet") if files else pgarrow.schema(cols).empty_table()
+            con.register(f"_arrow_{table}", data)
+            source = f"_arrow_{table}"
+        sel = ", ".join(f"CAST({_q(c)} AS JSON) AS {_q(c)}" if t in pgarrow.JSONISH else _q(c) for c, t in cols)
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {sel} FROM {source}")
+    for view, definition in manifest.get("view_defs", {}).items():
+        if view in manifest.get("views", {}):
+            try:
+                con.execute(create_view(view, manifest["views"][view], f"({definition.rstrip().rstrip(';')})"))
+            except duckdb.Error:  # Postgres-only SQL (v_atlas_credits' JSON_VALUE ... RETURNING): not offered
+                continue
 
 
 def view_sql(manifest: dict[str, Any], kinds: list[str]) -> dict[str, str]:

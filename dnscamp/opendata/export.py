@@ -16,23 +16,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-import orjson
 import psycopg
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from dnscamp.opendata import pgarrow
 from dnscamp.opendata.archive import view_columns
 
 FORMATS = ("jsonl", "parquet", "csv")
-ROWS_PER_BATCH = 50_000
-ARROW = {
-    "text": pa.string(), "character varying": pa.string(), "uuid": pa.string(), "integer": pa.int32(),
-    "smallint": pa.int16(), "bigint": pa.int64(), "double precision": pa.float64(), "real": pa.float32(),
-    "numeric": pa.float64(), "boolean": pa.bool_(), "jsonb": pa.string(), "json": pa.string(),
-    "timestamp with time zone": pa.timestamp("us", tz="UTC"), "date": pa.date32(), "ARRAY": pa.list_(pa.float64()),
-}  # fmt: skip
-JSONISH = ("jsonb", "json")
 
 
 class ExportError(Exception):
@@ -68,25 +60,13 @@ def _batches(conn: psycopg.Connection, view: str, cols: list[list[str]], campaig
              csv: bool) -> Iterator[pa.RecordBatch]:  # fmt: skip
     names = [c for c, _ in cols]
     where, args = _campaign_filter(names, campaign)
-    schema = _schema(cols, csv)
     quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in names)
-    with conn.transaction(), conn.cursor(name=f"export_{view}") as cur:
-        cur.itersize = ROWS_PER_BATCH
-        cur.execute(f"SELECT {quoted} FROM {view}{where} ORDER BY 1", args)
-        while rows := cur.fetchmany(ROWS_PER_BATCH):
-            arrays = []
-            for i, (name, typ) in enumerate(cols):
-                vals = [r[i] for r in rows]
-                if typ in JSONISH or (typ == "ARRAY" and csv):
-                    vals = [None if v is None else orjson.dumps(v).decode() for v in vals]
-                elif typ == "uuid" or typ == "numeric":
-                    vals = [None if v is None else (str(v) if typ == "uuid" else float(v)) for v in vals]
-                arrays.append(pa.array(vals, type=schema.field(name).type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    yield from pgarrow.batches(conn, f"SELECT {quoted} FROM {view}{where} ORDER BY 1", args, cols, flat=csv,
+                               cursor=f"export_{view}")
 
 
 def _schema(cols: list[list[str]], csv: bool) -> pa.Schema:
-    return pa.schema([pa.field(c, pa.string() if (csv and t == "ARRAY") else ARROW.get(t, pa.string())) for c, t in cols])
+    return pgarrow.schema(cols, flat=csv)
 
 
 def _versions(conn: psycopg.Connection, campaign: str) -> dict[str, Any]:

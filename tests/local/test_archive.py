@@ -35,9 +35,26 @@ def stored(url: str) -> dict[str, dict]:
         return {r["id"]: r for r in iter_records(c, campaign=CAMPAIGN)}
 
 
+ATLAS = ("atlas_ping", "atlas_dns", "atlas_results_raw", "atlas_discovery", "atlas_measurements")
+
+
 def drop_campaign(url: str) -> None:
     with psycopg.connect(url) as c:
         c.execute("DELETE FROM results WHERE campaign = %s", (CAMPAIGN,))
+        for t in ATLAS:  # the demo's Atlas measurements are labelled "default/<run>"
+            c.execute(f"DELETE FROM {t} WHERE campaign LIKE %s", (CAMPAIGN + "/%",))
+
+
+def atlas_rows(url: str) -> dict[str, list]:
+    """What the Atlas views show (raw ids are the store's own: left out)."""
+    with psycopg.connect(url) as c:
+        return {
+            "ping": c.execute("SELECT campaign, role, msm_id, prb_id, timestamp, dst_addr, rtts_ms, avg_ms, status "
+                              "FROM v_atlas_ping ORDER BY msm_id, prb_id, timestamp, dst_addr").fetchall(),
+            "dns": c.execute("SELECT campaign, msm_id, prb_id, timestamp, resolver, rcode, answers, response_time_ms "
+                             "FROM v_atlas_dns ORDER BY msm_id, prb_id, timestamp, resolver").fetchall(),
+            "savings": c.execute("SELECT * FROM v_quicsocks_savings ORDER BY campaign, prb_id").fetchall(),
+        }  # fmt: skip
 
 
 def cli(*args: str):
@@ -55,6 +72,9 @@ def test_archive_layout_manifest_and_restore_round_trip(demo_db, tmp_path):
     m = json.loads((dest / "manifest.json").read_text())
     assert m["format"] == arc.FORMAT and m["records_schema"] == "dnscamp.result/1" and m["store_revision"]
     assert {k: v["rows"] for k, v in m["kinds"].items()} == {"dns_query": 60, "page_load": 48, "ping": 4, "atlas": 1}
+    assert {k: v["rows"] for k, v in m["tables"].items()} == {"atlas_measurements": 4, "atlas_discovery": 20,
+                                                              "atlas_results_raw": 80, "atlas_ping": 60, "atlas_dns": 20}
+    assert set(m["view_defs"]) >= {"v_atlas_ping", "v_atlas_dns", "v_quicsocks_savings"}
     for f in m["files"]:
         p = dest / f["path"]
         assert p.parts[-3] == f"kind={f['kind']}" and p.parts[-2] == f"day={f['day']}"
@@ -63,16 +83,24 @@ def test_archive_layout_manifest_and_restore_round_trip(demo_db, tmp_path):
     assert "v_dns_query" in m["views"] and ["total_ms", "double precision"] in m["views"]["v_dns_query"]
     assert cli("archive", "verify", str(dest))[0] == 0
 
+    atlas_before = atlas_rows(demo_db)
+    assert all(atlas_before.values())
     drop_campaign(demo_db)
-    assert stored(demo_db) == {}
+    assert stored(demo_db) == {} and not any(atlas_rows(demo_db).values())
     code, out, err = cli("archive", "restore", str(dest), "--json")
     assert code == 0, err
-    assert json.loads(out) == {"ingested": RECORDS, "duplicates": 0, "quarantined": 0}
+    got = json.loads(out)
+    assert {k: got[k] for k in ("ingested", "duplicates", "quarantined")} == {"ingested": RECORDS, "duplicates": 0, "quarantined": 0}
+    assert got["atlas"]["ingested"] == 80 and got["atlas"]["quarantined"] == 0
     assert stored(demo_db) == before  # JSON-equal, every kind
+    assert atlas_rows(demo_db) == atlas_before  # Atlas measurements, discovery and results too
     with psycopg.connect(demo_db) as c:  # and the content hashes are ingest's (dedup holds)
         assert c.execute("SELECT count(*) FROM results WHERE content_sha256 IS NULL").fetchone()[0] == 0
     code, out, _ = cli("archive", "restore", str(dest), "--json")  # idempotent
-    assert code == 0 and json.loads(out) == {"ingested": 0, "duplicates": RECORDS, "quarantined": 0}
+    got = json.loads(out)
+    assert code == 0 and {k: got[k] for k in ("ingested", "duplicates", "quarantined")} == {"ingested": 0, "duplicates": RECORDS, "quarantined": 0}
+    assert got["atlas"]["ingested"] == 0 and got["atlas"]["duplicates"] == 80
+    assert stored(demo_db) == before and atlas_rows(demo_db) == atlas_before
 
 
 def test_archive_refuses_a_destination_that_is_not_empty_and_an_unknown_campaign(demo_db, tmp_path):
@@ -137,7 +165,7 @@ def test_corrupt_or_partial_archive_is_refused_naming_the_file_and_nothing_is_re
         code, _, err = cli(*cmd)
         assert code == 2, (cmd, err)
         assert rel in err and says in err and len(err.strip().splitlines()) == 1, err
-    assert stored(demo_db) == {}  # never half-applied
+    assert stored(demo_db) == {} and not any(atlas_rows(demo_db).values())  # never half-applied
 
 
 def test_truncated_parquet_with_a_matching_manifest_is_refused_by_its_footer(demo_db, tmp_path):
@@ -197,7 +225,7 @@ def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto
     before = stored(demo_db)
     drop_campaign(demo_db)
     code, out, err = cli("archive", "restore", uri, "--json")
-    assert code == 0 and json.loads(out)["ingested"] == RECORDS, err
+    assert code == 0 and json.loads(out)["ingested"] == RECORDS and json.loads(out)["atlas"]["ingested"] == 80, err
     assert stored(demo_db) == before
     moto_s3.client.delete_object(Bucket="archive-test", Key="campaigns/default/" + m["files"][0]["path"])
     code, _, err = cli("archive", "restore", uri)
