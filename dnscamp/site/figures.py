@@ -8,7 +8,6 @@ filters (dnscamp/report.py: RUN_FILTER, ATLAS_FILTER)."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,22 +67,51 @@ def _key(order: list[str]) -> Callable[[Any], tuple[int, str]]:
     return lambda v: (order.index(v) if v in order else len(order), str(v))
 
 
-def groups(rows: Rows, by: str, value: str) -> dict[Any, list[float]]:
-    out: dict[Any, list[float]] = defaultdict(list)
+# A CDF over millions of rows is drawn from at most ECDF_POINTS + 1 points per series, read
+# in SQL: the rows at which the empirical CDF crosses each 1 / ECDF_POINTS step (and the
+# first and last), so a figure and its CSV stay small whatever the campaign's size and the
+# drawn curve is within 1 / ECDF_POINTS (0.5 %) of the exact one; a series of fewer rows is
+# drawn exactly.
+ECDF_POINTS = 200
+
+
+def ecdf_sql(source: str, groups: str, value: str) -> str:
+    """The sampled empirical CDF of ``value`` per ``groups`` over the rows of ``source`` (a
+    query): columns groups..., n (rows in the group), value, cdf (fraction of rows <= value)."""
+    return f"""WITH s AS (
+{source}
+), x AS (
+  SELECT s.*, row_number() OVER (PARTITION BY {groups} ORDER BY {value}) AS i,
+         count(*) OVER (PARTITION BY {groups}) AS n
+  FROM s
+)
+SELECT {groups}, n, {value}, i * 1.0 / n AS cdf
+FROM x
+WHERE i = 1 OR i = n OR i * {ECDF_POINTS} / n > (i - 1) * {ECDF_POINTS} / n
+ORDER BY {groups}, i"""
+
+
+def ecdf_points(xs: list[Any]) -> tuple[int, list[tuple[float, float]]]:
+    """(n, [(value, cdf)]) of raw values: the exact empirical CDF (for per-probe series)."""
+    v = sorted(float(x) for x in xs if x is not None)
+    return len(v), [(x, (i + 1) / len(v)) for i, x in enumerate(v)]
+
+
+def ecdf_series(rows: Rows, by: str, value: str) -> dict[Any, tuple[int, list[tuple[float, float]]]]:
+    """{group: (n, points)} from the rows of an ecdf_sql query."""
+    out: dict[Any, tuple[int, list[tuple[float, float]]]] = {}
     for r in rows:
-        if r[value] is not None:
-            out[r[by]].append(float(r[value]))
+        n, pts = out.setdefault(r[by], (int(r["n"]), []))
+        pts.append((float(r[value]), float(r["cdf"])))
     return out
 
 
-def _cdf(ax: Any, series: dict[str, list[float]], xlabel: str, logx: bool = False) -> None:
-    for label, xs in series.items():
-        xs = sorted(float(x) for x in xs if x is not None)
-        if not xs:
+def _cdf(ax: Any, series: dict[Any, tuple[int, list[tuple[float, float]]]], xlabel: str, logx: bool = False) -> None:
+    for label, (n, pts) in series.items():
+        if not pts:
             continue
-        ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=f"{label} (n={len(xs)})")
-    values = [float(x) for xs in series.values() for x in xs if x is not None and float(x) > 0]
+        ax.step([pts[0][0]] + [x for x, _ in pts], [0.0] + [y for _, y in pts], where="post", label=f"{label} (n={n})")
+    values = [x for _, pts in series.values() for x, _ in pts if x > 0]
     if logx and values and max(values) / min(values) > 20:  # a narrow range reads better on a linear axis
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -106,7 +134,7 @@ def _by_profile_cdf(rows: Rows, value: str, xlabel: str, logx: bool = False) -> 
     profiles = sorted({r["profile"] for r in rows}, key=_key(PROFILE_ORDER))
     fig, axes = _panels(len(profiles))
     for ax, p in zip(axes, profiles):
-        g = groups([r for r in rows if r["profile"] == p], "transport", value)
+        g = ecdf_series([r for r in rows if r["profile"] == p], "transport", value)
         _cdf(ax, {t: g[t] for t in sorted(g, key=_key(TRANSPORT_ORDER))}, xlabel, logx)
         ax.set_title(f"profile {p}")
     return fig
@@ -139,10 +167,6 @@ def _heat(ax: Any, m: list[list[float]], rows: list[str], cols: list[str], cmap:
 def _colorbar(fig: Figure, im: Any, ax: Any, label: str) -> None:
     cb = fig.colorbar(im, ax=ax, label=label)
     cb.solids.set_rasterized(False)  # matplotlib rasterizes a colorbar's many cells: keep the SVG vector
-
-
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
 
 
 # --- 000: Kosek et al., DoQ and H3 0-RTT coalescing ----------------------------------------
@@ -196,18 +220,17 @@ def table_rtt_multiples(rows: Rows) -> Table:
     return head, out
 
 
-SQL_RTT_MULTIPLE_CDF = f"""SELECT COALESCE(network_profile, '(none)') AS profile, transport,
-       total_rtt_multiple AS rtt_multiple
-FROM v_dns_query
-WHERE {RUN_FILTER}
-  AND status = 'ok' AND connection_reused IS NOT TRUE AND total_rtt_multiple IS NOT NULL
-ORDER BY 2, 3"""
+SQL_RTT_MULTIPLE_CDF = ecdf_sql(f"""  SELECT transport, total_rtt_multiple AS rtt_multiple
+  FROM v_dns_query
+  WHERE {RUN_FILTER}
+    AND status = 'ok' AND connection_reused IS NOT TRUE AND total_rtt_multiple IS NOT NULL""",
+                                "transport", "rtt_multiple")
 
 
 def draw_rtt_multiple_cdf(rows: Rows) -> Figure:
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
-    g = groups(rows, "transport", "rtt_multiple")
+    g = ecdf_series(rows, "transport", "rtt_multiple")
     _cdf(ax, {t: g[t] for t in sorted(g, key=_key(TRANSPORT_ORDER))}, "DNS exchange time / access RTT")
     for x in (1, 2, 3):
         ax.axvline(x, color="grey", lw=0.6, ls=":")
@@ -271,29 +294,33 @@ WHERE {ATLAS_FILTER}
 ORDER BY campaign, prb_id"""
 
 
+def _raw_series(rows: Rows, columns: dict[str, str]) -> dict[str, tuple[int, list[tuple[float, float]]]]:
+    # one row per probe: a campaign has at most a few thousand, drawn exactly
+    return {label: ecdf_points([r[c] for r in rows]) for label, c in columns.items()}
+
+
 def draw_quicsocks_rtts(rows: Rows) -> Figure:
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
-    _cdf(ax, {"RTT_direct": [r["rtt_direct_ms"] for r in rows], "RTT_Server": [r["rtt_server_ms"] for r in rows],
-              "RTT_DNS": [r["rtt_dns_ms"] for r in rows]}, "RTT (ms)")
+    _cdf(ax, _raw_series(rows, {"RTT_direct": "rtt_direct_ms", "RTT_Server": "rtt_server_ms", "RTT_DNS": "rtt_dns_ms"}),
+         "RTT (ms)")
     return fig
 
 
 def draw_quicsocks_latency(rows: Rows) -> Figure:
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
-    _cdf(ax, {"status quo, with retry": [r["status_quo_retry_ms"] for r in rows],
-              "proposal, with retry": [r["proposal_retry_ms"] for r in rows],
-              "status quo, w/o retry": [r["status_quo_ms"] for r in rows],
-              "proposal, w/o retry": [r["proposal_ms"] for r in rows]}, "latency to establish the connection, incl. DNS (ms)")
+    _cdf(ax, _raw_series(rows, {"status quo, with retry": "status_quo_retry_ms", "proposal, with retry": "proposal_retry_ms",
+                                "status quo, w/o retry": "status_quo_ms", "proposal, w/o retry": "proposal_ms"}),
+         "latency to establish the connection, incl. DNS (ms)")
     return fig
 
 
 def draw_quicsocks_savings(rows: Rows) -> Figure:
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
-    _cdf(ax, {"saving w/o retry (RTT_direct - RTT_Server)": [r["saving_ms"] for r in rows],
-              "saving with retry (x2)": [r["saving_retry_ms"] for r in rows]}, "saving of the proxy (ms)")
+    _cdf(ax, _raw_series(rows, {"saving w/o retry (RTT_direct - RTT_Server)": "saving_ms",
+                                "saving with retry (x2)": "saving_retry_ms"}), "saving of the proxy (ms)")
     for x in (5, 10):
         ax.axvline(x, color="grey", lw=0.6, ls=":")
     return fig
@@ -366,21 +393,32 @@ def table_ii(rows: Rows) -> Table:
 # conditions: testbed/profiles.toml "4g-www", "lossy-4g".
 PAPER_002_DIFF = {"4g-www": {"dot": -11, "doh": 58}, "lossy-4g": {"dot": -101, "doh": -33}}
 
-SQL_PLT_DIFF = f"""WITH m AS (
-  SELECT run, COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
-         split_part(dns_mode, ':', 2) AS resolver_alias,
-         percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_ms
-  FROM v_page_load
-  WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
-  GROUP BY 1, 2, 3, 4, 5, 6, 7)
-SELECT m.profile, m.dns_transport AS transport, m.resolver_alias, m.browser, m.url, m.run,
-       m.plt_ms, b.plt_ms AS do53_plt_ms, m.plt_ms - b.plt_ms AS diff_ms
-FROM m JOIN m AS b
-  ON b.run = m.run AND b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
- AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
- AND b.dns_transport = 'do53'
-WHERE m.dns_transport NOT IN ('do53', 'system')
-ORDER BY 1, 2, 9"""
+# The pairs (one definition, read by the CDF and by the medians): per run, profile, page,
+# browser, HTTP version and resolver alias, the median PLT with a transport minus the median
+# PLT with Do53.
+PLT_PAIRS = f"""  WITH m AS (
+    SELECT run, COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
+           split_part(dns_mode, ':', 2) AS resolver_alias,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_ms
+    FROM v_page_load
+    WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6, 7)
+  SELECT m.profile, m.dns_transport AS transport, m.plt_ms - b.plt_ms AS diff_ms
+  FROM m JOIN m AS b
+    ON b.run = m.run AND b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
+   AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
+   AND b.dns_transport = 'do53'
+  WHERE m.dns_transport NOT IN ('do53', 'system')"""
+
+SQL_PLT_DIFF = ecdf_sql(PLT_PAIRS, "profile, transport", "diff_ms")
+
+SQL_PLT_DIFF_MEDIANS = f"""SELECT profile, transport, count(*) AS pairs,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY diff_ms) AS diff_p50_ms
+FROM (
+{PLT_PAIRS}
+) AS pairs
+GROUP BY profile, transport
+ORDER BY profile, transport"""
 
 
 def draw_plt_diff(rows: Rows) -> Figure:
@@ -392,18 +430,17 @@ def draw_plt_diff(rows: Rows) -> Figure:
 
 
 def table_plt_diff(rows: Rows) -> Table:
-    g: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        g[(r["profile"], r["transport"])].append(float(r["diff_ms"]))
     out = []
-    for (p, t) in sorted(g, key=lambda k: (_key(PROFILE_ORDER)(k[0]), _key(TRANSPORT_ORDER)(k[1]))):
-        out.append([p, t, len(g[(p, t)]), _median(g[(p, t)]), PAPER_002_DIFF.get(p, {}).get(t)])
+    for r in sorted(rows, key=lambda r: (_key(PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]))):
+        out.append([r["profile"], r["transport"], r["pairs"], r["diff_p50_ms"],
+                    PAPER_002_DIFF.get(r["profile"], {}).get(r["transport"])])
     return ["profile", "transport", "pairs", "ours: median difference (ms)", "paper: median difference (ms)"], out
 
 
 # 002 §4.3, Table 1: share of successful page loads with Cloudflare from Frankfurt, per
 # network condition and protocol ("(none)" is no emulation: the paper's "Default").
-PAPER_002_SUCCESS = {"none": {"do53": 0.7870, "dot": 0.7865, "doh": 0.7885},
+_DEFAULT_002 = {"do53": 0.7870, "dot": 0.7865, "doh": 0.7885}
+PAPER_002_SUCCESS = {"none": _DEFAULT_002, "(none)": _DEFAULT_002,
                      "4g-www": {"do53": 0.8002, "dot": 0.7971, "doh": 0.7861},
                      "lossy-4g": {"do53": 0.7829, "dot": 0.7813, "doh": 0.7695},
                      "3g": {"do53": 0.2810, "dot": 0.2787, "doh": 0.2006}}
@@ -432,10 +469,9 @@ def table_page_outcomes(rows: Rows) -> Table:
 
 # --- 003: Böttger et al., the cost of DoH ---------------------------------------------------
 
-SQL_RESOLUTION = f"""SELECT COALESCE(network_profile, '(none)') AS profile, transport, connection_reused, total_ms
-FROM v_dns_query
-WHERE {RUN_FILTER} AND status = 'ok' AND total_ms IS NOT NULL
-ORDER BY 1, 2, 4"""
+SQL_RESOLUTION = ecdf_sql(f"""  SELECT COALESCE(network_profile, '(none)') AS profile, transport, total_ms
+  FROM v_dns_query
+  WHERE {RUN_FILTER} AND status = 'ok' AND total_ms IS NOT NULL""", "profile, transport", "total_ms")
 
 
 def draw_resolution(rows: Rows) -> Figure:
@@ -544,8 +580,11 @@ SEEDS = [
                "Each point is one (run, page, browser) pair: median PLT with the transport minus median PLT with Do53 "
                "to the same resolver. Paper: 002 §4.3 Fig. 4 (Cloudflare from Frankfurt): on 4G DoT −11 ms and "
                "DoH +58 ms, on lossy 4G DoT −101 ms and DoH −33 ms at the median; §4.2: without emulation all within "
-               "30 ms. The system resolver has no Do53 pair and is left out.", draw_plt_diff, table_plt_diff,
+               "30 ms. The system resolver has no Do53 pair and is left out.", draw_plt_diff, None,
                "no successful page loads with both Do53 and another transport"),
+          Item("plt-diff-medians", "Median PLT difference to Do53 per condition", "v_page_load", SQL_PLT_DIFF_MEDIANS,
+               "The medians of the pairs above, beside the paper's (002 §4.3, Fig. 4; 4G = our 4g-www, lossy 4G = "
+               "lossy-4g).", None, table_plt_diff, "no successful page loads with both Do53 and another transport"),
           Item("page-outcomes", "Page-load outcomes per condition and transport", "v_page_load", SQL_PAGE_OUTCOMES,
                "Shares of the statuses of the taxonomy (docs/records.md) per profile and DNS transport. Paper: 002 "
                "Table 1, successful page loads with Cloudflare (4G = our 4g-www, lossy 4G = lossy-4g, "

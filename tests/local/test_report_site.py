@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from db import engine
 from dnscamp.cli import app
+from dnscamp.site import figures
 from dnscamp.site.figures import SEEDS
 from tests.local.test_pipeline_collect import Moto
 from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
@@ -121,6 +122,20 @@ def test_demo_site_is_self_contained_and_light(demo_store, tmp_path):
         assert not re.search(r'href="(?!#)|<image|@import|url\((?!#)', text), svg.name
     total = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
     assert total <= MAX_PAGE_BYTES, total
+
+
+def test_cdfs_of_many_rows_are_sampled_within_half_a_percent(fresh_db):
+    # 100,000 rows per group: at most ECDF_POINTS + 2 points each, the extremes kept, every
+    # point on the exact empirical CDF and no gap between points above 1 / ECDF_POINTS
+    src = ("  SELECT g, x * 1.0 AS v FROM generate_series(1, 100000) AS x"
+           " CROSS JOIN (VALUES ('a'), ('b')) AS t(g)")
+    with psycopg.connect(fresh_db) as conn:
+        rows = conn.execute(figures.ecdf_sql(src, "g", "v")).fetchall()
+    for g in ("a", "b"):
+        pts = [(float(v), float(c)) for gg, n, v, c in rows if gg == g]
+        assert len(pts) <= figures.ECDF_POINTS + 2 and pts[0] == (1.0, 1e-5) and pts[-1] == (100000.0, 1.0)
+        assert all(c == v / 100000 for v, c in pts)
+        assert max(b[1] - a[1] for a, b in zip(pts, pts[1:])) <= 1 / figures.ECDF_POINTS + 1e-9
 
 
 def test_sections_without_data_say_so(demo_store, tmp_path):

@@ -41,8 +41,8 @@ def test_table_ii_at_our_medians_beside_the_papers_example():
 
 
 def test_plt_difference_table_pairs_conditions_with_the_paper():
-    rows = [{"profile": "4g-www", "transport": "doh", "diff_ms": d} for d in (10.0, 30.0, 50.0)]
-    rows += [{"profile": "fiber", "transport": "dot", "diff_ms": -5.0}]
+    rows = [{"profile": "4g-www", "transport": "doh", "pairs": 3, "diff_p50_ms": 30.0},
+            {"profile": "fiber", "transport": "dot", "pairs": 1, "diff_p50_ms": -5.0}]
     head, out = figures.table_plt_diff(rows)
     assert out == [["fiber", "dot", 1, -5.0, None], ["4g-www", "doh", 3, 30.0, 58]]
 
@@ -71,11 +71,14 @@ def test_heat_maps_are_vector_and_leave_missing_cells_blank():
 
 
 def test_cdfs_draw_every_series_even_of_one_point():
-    rows = [{"profile": "fiber", "transport": "do53", "total_ms": 15.0},
-            {"profile": "fiber", "transport": "doh", "total_ms": 45.0},
-            {"profile": "4g", "transport": "doh", "total_ms": 300.0}]
+    # rows as ecdf_sql gives them: n is the group's size, not the points drawn
+    rows = [{"profile": "fiber", "transport": "do53", "n": 1, "total_ms": 15.0, "cdf": 1.0},
+            {"profile": "fiber", "transport": "doh", "n": 5000, "total_ms": 45.0, "cdf": 0.5},
+            {"profile": "fiber", "transport": "doh", "n": 5000, "total_ms": 60.0, "cdf": 1.0},
+            {"profile": "4g", "transport": "doh", "n": 1, "total_ms": 300.0, "cdf": 1.0}]
     text = svg(figures.draw_resolution(rows))
-    assert "profile fiber" in text and "profile 4g" in text and "doh (n=1)" in text
+    assert "profile fiber" in text and "profile 4g" in text and "doh (n=5000)" in text and "do53 (n=1)" in text
+    assert figures.ecdf_points([3, None, 1, 2]) == (3, [(1.0, 1 / 3), (2.0, 2 / 3), (3.0, 1.0)])
 
 
 def test_values_from_the_store_are_escaped_and_formatted():
