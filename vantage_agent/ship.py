@@ -8,6 +8,12 @@ in the run directory, one line appended (and fsynced) per upload S3 confirmed. N
 deleted: the spool file stays, so an unreachable S3 only grows the queue, shipped by a later
 call, and no record is ever lost.
 
+A run's HAR files (``artifacts/har/*.har``, which page_load records name by ``har_path``) follow
+its unit files as ``results/<campaign>/<vantage>/<run>/artifacts/har/<name>.har.gz``, under the
+same prefix (the instance role allows nothing else) and in the same ledger (``artifact`` lines).
+The collector takes only ``*.jsonl(.gz)`` keys as records; a record's HAR is at its run's prefix
++ ``artifacts/`` + ``har_path`` + ``.gz``.
+
 A crash between S3's answer and the ledger line uploads that unit again next time: the gzip is
 deterministic (no name, mtime 0), so the same key gets the same bytes and the same ETag, and
 the collector does not ingest it again (and would count its records as duplicates if it did).
@@ -38,6 +44,7 @@ RETRY = {"mode": "standard", "max_attempts": 5}  # botocore's standard mode: bac
 @dataclass
 class ShipStats:
     shipped: int = 0  # unit files uploaded by this call
+    artifacts_shipped: int = 0  # HAR files uploaded by this call (after their run's unit files)
     already: int = 0  # in the ledger before
     pending: int = 0  # not shipped (S3 unreachable or refused): the queue for the next call
     runs_incomplete: int = 0  # runs still going (or killed): shipped once complete
@@ -64,17 +71,26 @@ def object_key(campaign: str, vantage: str, run: str, unit: str) -> str:
     return f"results/{campaign}/{vantage}/{run}/{unit}.jsonl.gz"
 
 
-def read_ledger(run_dir: Path) -> set[str]:
+def read_ledger(run_dir: Path, field: str = "unit") -> set[str]:
+    """The units (or, with field="artifact", the artifact paths) the ledger says were shipped."""
     p = run_dir / LEDGER
     if not p.exists():
         return set()
     out = set()
     for ln in p.read_text().splitlines():
         try:
-            out.add(json.loads(ln)["unit"])
+            out.add(json.loads(ln)[field])
         except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a line torn by a crash: that unit is shipped again (same bytes, same key)
+            continue  # a line torn by a crash (or of the other field): shipped again, same bytes, same key
     return out
+
+
+ARTIFACTS = ("har/*.har",)  # under <run>/artifacts: what records point to and researchers read
+
+
+def artifact_files(run_dir: Path) -> list[Path]:
+    base = run_dir / "artifacts"
+    return sorted(p for pat in ARTIFACTS for p in base.glob(pat) if p.is_file()) if base.is_dir() else []
 
 
 def _append_ledger(run_dir: Path, entry: dict[str, Any]) -> None:
@@ -133,6 +149,24 @@ def ship(spool_dir: Path, bucket: str, vantage: str, *, campaign: str | None = N
             _append_ledger(run_dir, {"unit": unit, "key": key, "etag": etag, "bytes": len(body),
                                      "at": datetime.now(timezone.utc).isoformat()})  # fmt: skip
             stats.shipped += 1
+        if failed:
+            continue
+        done = read_ledger(run_dir, "artifact")
+        for f in artifact_files(run_dir):
+            rel = f.relative_to(run_dir / "artifacts").as_posix()
+            if rel in done:
+                continue
+            key = f"results/{run_dir.parent.name}/{vantage}/{run_dir.name}/artifacts/{rel}.gz"
+            try:
+                etag = _put(client, bucket, key, gz(f.read_bytes()), "application/gzip")
+            except Exception as exc:
+                stats.errors.append(_error_line(exc))
+                stats.pending += 1
+                failed = True
+                break
+            _append_ledger(run_dir, {"artifact": rel, "key": key, "etag": etag,
+                                     "at": datetime.now(timezone.utc).isoformat()})  # fmt: skip
+            stats.artifacts_shipped += 1
     return stats
 
 

@@ -263,3 +263,35 @@ def test_a_changed_object_is_collected_again_and_its_records_dedupe(moto, fresh_
     with psycopg.connect(fresh_db) as c:
         assert "id_conflict" in c.execute("SELECT reason FROM quarantine").fetchone()[0]
         assert c.execute("SELECT ingested, duplicates, quarantined FROM collected_objects").fetchone() == (1, 5, 1)
+
+
+def test_hars_follow_their_run_and_are_not_taken_for_records(moto, tmp_path, fresh_db):
+    spool = tmp_path / "spool"
+    n = spool_run(spool, "c", "r1", units=2, per_unit=3)
+    har = spool / "c" / "r1" / "artifacts" / "har" / "p1.har"
+    har.parent.mkdir(parents=True)
+    har.write_bytes(json.dumps({"log": {"version": "1.2", "entries": []}}).encode())
+    out = ship.ship(spool, BUCKET, "v")
+    assert (out.shipped, out.artifacts_shipped, out.pending) == (2, 1, 0)
+    key = "results/c/v/r1/artifacts/har/p1.har.gz"
+    assert gzip.decompress(moto.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()) == har.read_bytes()
+    again = ship.ship(spool, BUCKET, "v")  # the ledger knows both kinds of lines
+    assert (again.shipped, again.artifacts_shipped, again.already) == (0, 0, 2)
+    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert st.ingested == n and st.quarantined == 0 and counts(fresh_db) == (n, n)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(*) FROM collected_objects WHERE key LIKE '%%/artifacts/%%'").fetchone()[0] == 0
+
+
+def test_s3_down_keeps_the_hars_queued_too(moto, tmp_path):
+    spool = tmp_path / "spool"
+    spool_run(spool, "c", "r1", units=1, per_unit=1)
+    har = spool / "c" / "r1" / "artifacts" / "har" / "p1.har"
+    har.parent.mkdir(parents=True)
+    har.write_text("{}")
+    moto.stop()
+    down = ship.ship(spool, BUCKET, "v", client=ship.s3_client(connect_timeout=0.5, read_timeout=0.5))
+    assert (down.shipped, down.artifacts_shipped) == (0, 0) and down.pending == 1  # stops at the first failure
+    moto.start()
+    back = ship.ship(spool, BUCKET, "v")
+    assert (back.shipped, back.artifacts_shipped) == (1, 1)
