@@ -130,7 +130,7 @@ def export(owner_url: str, reader_url: str, campaign: str, out: Path, fmt: str, 
         with psycopg.connect(reader_url) as rconn:
             for view, cols in sorted(views.items()):
                 if "campaign" not in [c for c, _ in cols]:
-                    continue  # operational views (the quarantine): not a campaign's data
+                    continue  # a view without a campaign column is no campaign's data
                 path = out / f"{view}.{fmt}"
                 schema = _schema(cols, fmt == "csv")
                 md = {b"dnscamp.view": view.encode(), b"dnscamp.campaign": campaign.encode(),
