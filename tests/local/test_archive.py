@@ -222,6 +222,15 @@ def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto
     con = duck.connect(uri, checksums=True)
     got = dict(con.execute("SELECT transport, count(*) FROM v_dns_query GROUP BY 1").fetchall())
     assert got == {"do53": 12, "dot": 12, "doh": 12, "doh3": 12, "doq": 12}
+    # docs/archive.md's snippet: DuckDB over an Arrow dataset of the bucket, no dnscamp involved
+    import duckdb
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    s3 = pafs.S3FileSystem(region="us-east-1", endpoint_override=moto_s3.url.removeprefix("http://"), scheme="http")
+    dns = ds.dataset("archive-test/campaigns/default/kind=dns_query", filesystem=s3, format="parquet", partitioning="hive")
+    assert dict(duckdb.sql("SELECT transport, count(*) FROM dns GROUP BY 1").fetchall()) == got
+    assert duckdb.sql("SELECT DISTINCT day FROM dns").fetchall() == [("2026-11-23",)]
     before = stored(demo_db)
     drop_campaign(demo_db)
     code, out, err = cli("archive", "restore", uri, "--json")
