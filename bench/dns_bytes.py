@@ -1,5 +1,5 @@
 """Bytes and packets per resolution, per transport and policy, against CoreDNS 1.15 on
-127.0.0.1 (the testbed frontends' implementation), compared with 003_b61199a6a5b37f70.txt §5
+127.0.0.1 (the testbed frontends' implementation), compared with 003_b61199a6a5b37f70.txt §4
 (median UDP 182 B / 2 packets; DoH without reuse 5,737 B / 27; with reuse 864 B / 8 — for
 Cloudflare with real names). IP-level bytes = layer-4 payload counted by the engine + 28 B
 (IPv4+UDP) or 52 B (IPv4+TCP with timestamps) per packet. DoH3 has no per-socket counters
@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-HDR = {"do53": 28, "do53-tcp": 52, "dot": 52, "doh": 52, "doq": 28}
-PAPER = {"do53/fresh": (182, 2), "doh/fresh": (5737, 27), "doh/reuse": (864, 8)}
+from dnscamp.experiments.bytes import HDR, PAPER, PAPER_REF, wire_totals  # noqa: E402 - shared with experiment 2
+
+TRANSPORTS = [t for t in HDR if t != "doh3"]  # DoH3's datagrams are libcurl's: counted only in a testbed namespace
 
 
 def main() -> int:
@@ -32,7 +33,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         s = LocalCoreDNS(Path(d))
         try:
-            for t in HDR:
+            for t in TRANSPORTS:
                 for pol in ("fresh", "reuse", "resume"):
                     c = registry.client(t, s.endpoint(t), Policy(pol), QueryOptions())
                     try:
@@ -41,23 +42,17 @@ def main() -> int:
                         c.close()
                     if pol != "fresh":
                         res = res[1:]
-                    b, p = [], []
-                    for r in res:
-                        if not r.ok or r.query is None:
-                            continue
-                        hs = r.handshake
-                        pk = r.query.packets_sent + r.query.packets_received + (hs.packets_sent + hs.packets_received if hs else 0)
-                        by = r.query.bytes_sent + r.query.bytes_received + (hs.bytes_sent + hs.bytes_received if hs else 0)
-                        b.append(by + HDR[t] * pk)
-                        p.append(pk)
+                    totals = [w for r in res if (w := wire_totals(r, t)) is not None]
+                    b = [w[0] for w in totals]
+                    p = [w[1] for w in totals]
                     b.sort()
                     p.sort()
                     out[f"{t}/{pol}"] = {"ip_bytes_p50": b[len(b) // 2], "packets_p50": p[len(p) // 2], "n": len(b)}
         finally:
             s.close()
-    print(f"{'transport/policy':<18} {'IP bytes':>9} {'packets':>8}   paper (003 §5)")
+    print(f"{'transport/policy':<18} {'IP bytes':>9} {'packets':>8}   paper ({PAPER_REF})")
     for k, v in out.items():
-        ref = PAPER.get(k)
+        ref = PAPER.get(tuple(k.split("/")))
         print(f"{k:<18} {v['ip_bytes_p50']:>9} {v['packets_p50']:>8}   {f'{ref[0]} B / {ref[1]}' if ref else ''}")
     print(json.dumps(out))
     return 0

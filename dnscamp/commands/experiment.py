@@ -1,0 +1,85 @@
+"""`dnscamp experiment list|run NAME|report NAME`: the seed papers' experiments (issue 17,
+docs/experiments.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dnscamp.errors import die
+from dnscamp.experiments import EXPERIMENTS, ExperimentError, common, get
+
+app = typer.Typer(help="Replay the seed papers' experiments on the testbed; the paper's figure beside ours.",
+                  no_args_is_help=True)
+
+REDUCED = typer.Option(False, "--reduced", help="The reduced size (campaigns/experiments/<spec>-reduced.toml): "
+                                                "what the testbed tests run, a few minutes at most.")
+
+
+def _module(name: str):
+    try:
+        return get(name).load()
+    except ExperimentError as exc:
+        die(str(exc))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """The experiments, their papers and specs."""
+    rows = []
+    for e in EXPERIMENTS.values():
+        specs = ", ".join(f"{s}.toml" for s in e.load().SPECS) if e.module else "not built (docs/experiments.md)"
+        rows.append([e.number, e.name, e.title, e.paper, specs])
+    typer.echo(common.table(["#", "name", "experiment", "paper", "campaign specs (campaigns/experiments/)"], rows))
+
+
+@app.command("run")
+def run_cmd(
+    name: str = typer.Argument(..., help="Experiment name (dnscamp experiment list)."),
+    reduced: bool = REDUCED,
+    keep_testbed: bool = typer.Option(False, "--keep-testbed", help="Leave a testbed this run brought up running."),
+) -> None:
+    """Run the experiment's campaigns as `dnscamp campaign run` does (testbed, runner, ingest),
+    then print its analysis."""
+    mod = _module(name)
+    from testbed import topology
+    from vantage_agent.paths import testbed_dir
+
+    was_up = topology.is_up(testbed_dir())
+    runs: dict[str, str] = {}
+    try:
+        for stem in mod.SPECS:
+            s = common.run_campaign(common.spec_path(stem, reduced), keep_testbed=True)
+            sys.stderr.write(f"experiment {name}: {s['campaign']} run {s['run']}: {s['records']} records "
+                             f"{s['statuses']}; ingest {s.get('ingest')}\n")
+            runs[s["campaign"]] = s["run"]
+        if hasattr(mod, "run_extra"):
+            runs.update(mod.run_extra(reduced))
+    finally:
+        if not keep_testbed and not was_up and topology.is_up(testbed_dir()):
+            from testbed import lifecycle
+
+            lifecycle.down()
+            sys.stderr.write("testbed: down\n")
+    with common.connect() as conn:
+        typer.echo(mod.analyse(conn, runs))
+
+
+@app.command("report")
+def report_cmd(
+    name: str = typer.Argument(..., help="Experiment name (dnscamp experiment list)."),
+    reduced: bool = REDUCED,
+) -> None:
+    """Re-run only the analysis, on the latest stored run of each of the experiment's campaigns."""
+    mod = _module(name)
+    with common.connect() as conn:
+        if hasattr(mod, "stored_runs"):
+            runs = mod.stored_runs(conn, reduced)
+        else:
+            names = [common.campaign_name(common.spec_path(s, reduced)) for s in mod.SPECS]
+            runs = {c: r for c in names if (r := common.latest_run(conn, c))}
+        if not runs:
+            die(f"experiment {name}: nothing stored yet; run `dnscamp experiment run {name}"
+                f"{' --reduced' if reduced else ''}` first")
+        typer.echo(mod.analyse(conn, runs))
