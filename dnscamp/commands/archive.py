@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import psycopg
 import typer
 from typer.core import TyperGroup
@@ -23,7 +22,7 @@ class _DefaultWrite(TyperGroup):
     """`dnscamp archive --campaign C DEST` is `archive write ...`: a first argument that is no
     subcommand selects ``write``."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["write", *args]
         return super().parse_args(ctx, args)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import psycopg
 import typer
 from typer.core import TyperGroup
@@ -20,7 +19,7 @@ from vantage_agent.errors import first_line
 class _OneCommand(TyperGroup):
     """`dnscamp export [OPTIONS] DIR` is one command (the group cli.py registers hands it every argument)."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, ["run", *args] if args[:1] != ["run"] else args)
 
 

@@ -10,7 +10,6 @@ import json
 import sys
 from typing import Any, Sequence
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -23,7 +22,7 @@ class _OneCommand(TyperGroup):
     """`dnscamp sql [OPTIONS] QUERY` is one command: the group (which cli.py registers) hands
     every argument to it, options before or after the query."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, ["query", *args] if args[:1] != ["query"] else args)
 
 
