@@ -150,7 +150,7 @@ def _open(path: Path):
 # ``dns_queries`` (dns_query records: typed per-record columns, the rest of the body in a
 # shared ``dns_shapes`` row) or of ``generic_results`` (every other kind, and a dns_query
 # body that does not fit the typed columns: the body as jsonb). The envelope's repeated
-# values (campaign, run, unit, vantage...) are one ``contexts`` row, ``env`` one
+# values (campaign, run, vantage...) are one ``contexts`` row, ``env`` one
 # ``environments`` row; both and the shapes are keyed by the sha256 of their canonical JSON.
 # A worker encodes everything but the dimension ids, which the main process fills in.
 
@@ -179,9 +179,10 @@ DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_pa
             "query_packets_sent", "query_packets_received")  # fmt: skip
 DNS_PER_RECORD = frozenset((*DNS_INT8, *DNS_INT4, "answers"))
 REGISTRY_COLUMNS = ("batch_id", "id", "started_at", "content_sha256", "source_line")
-DNS_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "status", "error",
+DNS_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "unit", "status", "error",
                *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
-GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "id", "started_at", "kind", "status", "error", "body", "body_exact")
+GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "id", "started_at", "unit", "kind", "status", "error", "body",
+                   "body_exact")
 DNS, GENERIC = 0, 1
 # jsonb keeps numbers as numeric: -0.0 comes back as 0.0 and a float written with a positive
 # exponent (orjson: 1e16 and up) as an integer. Such a body also keeps its exact JSON text.
@@ -226,32 +227,41 @@ def sha(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _int_field(v: Any, lo: int, hi: int, pack) -> tuple[bool, bytes | None]:
+_F8 = struct.Struct(">iq").pack  # a binary COPY int8 field: length 8, value
+_F4 = struct.Struct(">ii").pack
+
+
+class _Misfit(Exception):
+    pass
+
+
+def _f8(v: Any) -> bytes:
     if v is None:
-        return True, None
-    if v.__class__ is int and lo <= v <= hi:
-        return True, pack(v)
-    return False, None
+        return _NULL
+    if v.__class__ is not int:  # a bool, a float, a string...: not an integer column's value
+        raise _Misfit
+    return _F8(8, v)  # struct.error beyond int8
 
 
-def dns_split(body: dict) -> tuple[bytes, list[bytes | None]] | None:
-    """A dns_query body as (shape JSON, per-record COPY values in DNS_INT8 + DNS_INT4 +
-    answers order), or None when it does not fit the typed columns (a per-record key absent,
-    or not an integer of its column's range: it is then stored whole)."""
-    vals: list[bytes | None] = []
-    for keys, lo, hi, pack in ((DNS_INT8, INT64_MIN, INT64_MAX, _int8), (DNS_INT4, INT32_MIN, INT32_MAX, _int4)):
-        for k in keys:
-            if k not in body:
-                return None
-            fits, enc = _int_field(body[k], lo, hi, pack)
-            if not fits:
-                return None
-            vals.append(enc)
-    if "answers" not in body:
+def _f4(v: Any) -> bytes:
+    if v is None:
+        return _NULL
+    if v.__class__ is not int:
+        raise _Misfit
+    return _F4(4, v)
+
+
+def dns_split(body: dict) -> bytes | None:
+    """A dns_query body's per-record binary COPY fields (DNS_INT8 + DNS_INT4 + answers), or
+    None when it does not fit the typed columns (a per-record key absent, or not an integer of
+    its column's range: it is then stored whole). The other keys are its shape."""
+    try:
+        fields = [*map(_f8, map(body.__getitem__, DNS_INT8)), *map(_f4, map(body.__getitem__, DNS_INT4))]
+        answers = canonical_json(body["answers"])
+    except (KeyError, _Misfit, struct.error):
         return None
-    vals.append(canonical_json(body["answers"]))
-    shape = canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD})
-    return shape, vals
+    fields += (_int4(len(answers)), answers)
+    return b"".join(fields)
 
 
 @dataclass
@@ -272,29 +282,58 @@ class Item:
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
 
 
+# Per-process caches of dimension hashes (a worker sees the same contexts, environments and
+# shapes over and over): value -> sha256, bounded.
+_SHA_CACHE: dict[Any, tuple[bytes, bytes]] = {}
+_SHA_CACHE_MAX = 200_000
+
+
+def _cached(key: Any, make) -> tuple[bytes, bytes]:
+    """(sha256, JSON) of a dimension value, from the cache or ``make()`` (its JSON)."""
+    try:
+        hit = _SHA_CACHE.get(key)
+    except TypeError:  # an unhashable value (a list in a shape): no caching
+        hit, key = None, None
+    if hit is None:
+        data = make()
+        hit = (sha(data), data)
+        if key is not None:
+            if len(_SHA_CACHE) >= _SHA_CACHE_MAX:
+                _SHA_CACHE.clear()
+            _SHA_CACHE[key] = hit
+    return hit
+
+
 def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,
-          digest: bytes, lineno: int | None, dims: "Dims") -> Item:
+          digest: bytes | None, lineno: int | None, dims: "Dims") -> Item:
     """A record (envelope values as in `content_hash`, env and body) as an `Item`; new
     contexts, environments and shapes are added to ``dims``. Used by ingest (after
     validation) and by migration 0012 (stored rows as they are)."""
     started_us = envelope[10]
-    ctx_json = orjson.dumps([envelope[1], envelope[2], *envelope[3:10]])
-    ctx, env = sha(ctx_json), sha(env_json)
-    dims.contexts.setdefault(ctx, (envelope[1], envelope[2], *envelope[3:10]))
-    dims.environments.setdefault(env, env_json)
+    ctx_values = (*envelope[1:5], *envelope[6:10])  # schema, kind, campaign, run, vantage (not unit)
+    ctx, _ = _cached(ctx_values, lambda: orjson.dumps(ctx_values))  # orjson refuses lone surrogates
+    env, _ = _cached(env_json, lambda: env_json)
+    if ctx not in dims.contexts:
+        dims.contexts[ctx] = ctx_values
+    if env not in dims.environments:
+        dims.environments[env] = env_json
     head = (rid.bytes, _int8(started_us))
     reg = _fields((*head, digest, None if lineno is None else _int4(lineno)))
-    parts = envelope[2] == "dns_query" and dns_split(body)
-    if parts:
-        shape_json, vals = parts
-        shape = sha(shape_json)
-        dims.shapes.setdefault(shape, shape_json)
-        row = _fields((*head, envelope[11], envelope[12], *vals))
+    typed = envelope[2] == "dns_query" and dns_split(body)
+    if typed:
+        # the value's type is part of the key (5 == 5.0 == True in Python, not in JSON), and a
+        # float is its hex form (-0.0 == 0.0)
+        key = ("shape", *((k, v.__class__, v.hex() if v.__class__ is float else v)
+                          for k, v in body.items() if k not in DNS_PER_RECORD))
+        shape, shape_json = _cached(key, lambda: canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD}))
+        if shape not in dims.shapes:
+            dims.shapes[shape] = shape_json
+        row = _fields((*head, envelope[5], envelope[11], envelope[12])) + typed
         table = DNS
     else:
         shape = None
         exact = body_json if _JSONB_LOSSY.search(body_json) else None
-        row = _fields((*head, envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
+        row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
     t = PG_EPOCH + started_us * _US  # UTC
     return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, t.year * 12 + t.month - 1)
@@ -349,10 +388,6 @@ def _record(text: bytes, lineno: int, dims: "Dims") -> Item:
     body = obj["body"]
     env_json, body_json = canonical_json(obj.get("env", {})), canonical_json(body)
     digest = content_hash(envelope, env_json, body_json)
-    # Every text must encode as strict UTF-8 (a lone surrogate in a value raises here)
-    for t in envelope:
-        if t.__class__ is str:
-            t.encode()
     return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims)
 
 
@@ -504,9 +539,9 @@ _QUARANTINE = (
 )
 _DIM_SQL = {
     "contexts": (
-        "INSERT INTO contexts (sha256, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile) "
+        "INSERT INTO contexts (sha256, schema, kind, campaign, run, vantage_id, provider, region, network_profile) "
         "SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-        "%s::text[], %s::text[], %s::text[]) ORDER BY 1 ON CONFLICT (sha256) DO NOTHING"
+        "%s::text[], %s::text[]) ORDER BY 1 ON CONFLICT (sha256) DO NOTHING"
     ),
     "environments": "INSERT INTO environments (sha256, env) SELECT * FROM unnest(%s::bytea[], %s::json[]) ORDER BY 1 "
     "ON CONFLICT (sha256) DO NOTHING",

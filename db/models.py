@@ -26,8 +26,8 @@ class Base(DeclarativeBase):
 
 
 class Context(Base):
-    """The envelope values that runs repeat: one row per distinct (schema, kind, campaign, run,
-    unit, vantage)."""
+    """The envelope values that a run repeats: one row per distinct (schema, kind, campaign, run,
+    vantage); the unit is in the record's row."""
 
     __tablename__ = "contexts"
 
@@ -37,7 +37,6 @@ class Context(Base):
     kind: Mapped[str] = mapped_column(sa.Text, nullable=False)
     campaign: Mapped[str] = mapped_column(sa.Text, nullable=False)
     run: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    unit: Mapped[str | None] = mapped_column(sa.Text)
     vantage_id: Mapped[str] = mapped_column(sa.Text, nullable=False)
     provider: Mapped[str] = mapped_column(sa.Text, nullable=False)
     region: Mapped[str | None] = mapped_column(sa.Text)
@@ -136,6 +135,7 @@ dns_queries = sa.Table(
     sa.Column("id", UUID(as_uuid=True), nullable=False),
     *(sa.Column(c, sa.Integer, nullable=False) for c in ("ctx_id", "env_id", "batch_id", "shape_id")),
     *(sa.Column(c, sa.Integer) for c in DNS_INT4),
+    sa.Column("unit", sa.Text),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("error", sa.Text),
     sa.Column("answers", JSON),
@@ -147,6 +147,7 @@ generic_results = sa.Table(
     _ts_col("started_at"),
     sa.Column("id", UUID(as_uuid=True), nullable=False),
     *(sa.Column(c, sa.Integer, nullable=False) for c in ("ctx_id", "env_id", "batch_id")),
+    sa.Column("unit", sa.Text),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("error", sa.Text),

@@ -44,11 +44,11 @@ DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_pa
 _TYPED = (*DNS_INT8, *DNS_INT4)
 _NULLS = ", ".join(["NULL"] * len(_TYPED))
 _MONTH_SQL = f"""
-SELECT q.started_at, q.id, q.ctx_id, q.env_id, q.shape_id, q.status, q.error, {", ".join(f"q.{c}" for c in _TYPED)},
+SELECT q.started_at, q.id, q.ctx_id, q.env_id, q.shape_id, q.unit, q.status, q.error, {", ".join(f"q.{c}" for c in _TYPED)},
        q.answers::text, NULL::text
 FROM dns_queries q WHERE q.started_at >= %(lo)s AND q.started_at < %(hi)s AND q.ctx_id = ANY(%(ctx)s)
 UNION ALL
-SELECT r.started_at, r.id, r.ctx_id, r.env_id, NULL, r.status, r.error, {_NULLS}, NULL, COALESCE(r.body_exact::text, r.body::text)
+SELECT r.started_at, r.id, r.ctx_id, r.env_id, NULL, r.unit, r.status, r.error, {_NULLS}, NULL, COALESCE(r.body_exact::text, r.body::text)
 FROM generic_results r WHERE r.started_at >= %(lo)s AND r.started_at < %(hi)s AND r.ctx_id = ANY(%(ctx)s)
 ORDER BY 1, 2
 """
@@ -88,7 +88,7 @@ def iter_records(
     where, args = _filters(campaign, kind, run)
     with conn.transaction():
         contexts = {r[0]: r[1:] for r in conn.execute(
-            "SELECT id, schema, kind, campaign, run, unit, vantage_id, provider, region, network_profile "
+            "SELECT id, schema, kind, campaign, run, vantage_id, provider, region, network_profile "
             f"FROM contexts{where}", args)}  # fmt: skip
         if not contexts:
             return
@@ -107,14 +107,14 @@ def iter_records(
 
 
 def _record(r: tuple, ctx: tuple, envs: dict[int, str], shapes: dict[int, str]) -> dict[str, Any]:
-    started, rid, _, env_id, shape_id, status, error = r[:7]
+    started, rid, _, env_id, shape_id, unit, status, error = r[:8]
     if shape_id is None:
         body = loads(r[-1])
     else:
         body = loads(shapes[shape_id])
-        body.update(zip(_TYPED, r[7 : 7 + len(_TYPED)]))
+        body.update(zip(_TYPED, r[8 : 8 + len(_TYPED)]))
         body["answers"] = loads(r[-2])
-    schema, kind, campaign, run, unit, vid, provider, region, profile = ctx
+    schema, kind, campaign, run, vid, provider, region, profile = ctx
     return {
         "schema": schema, "kind": kind, "id": str(rid), "campaign": campaign, "run": run, "unit": unit,
         "vantage": {"id": vid, "provider": provider, "region": region, "network_profile": profile},

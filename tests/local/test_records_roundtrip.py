@@ -78,3 +78,25 @@ def test_filters(fresh_db):
             want = [r for r in every if r[key] == value]
             assert list(iter_records(conn, **{key: value})) == want and 0 < len(want) < len(every)
         assert list(iter_records(conn, campaign="no-such-campaign")) == []
+
+
+def test_bodies_equal_in_python_but_not_in_json_stay_apart(fresh_db, tmp_path):
+    """Shapes are cached by value in the ingest worker: 5, 5.0 and True (and 0.0, -0.0) are
+    equal in Python, not in JSON; each record keeps its own."""
+    line = (FIXTURES / "results" / "v1" / "dns_query.jsonl").read_text().splitlines()[0]
+    base = json.loads(line)
+    variants = [5.0, 5, 7.5]
+    lines = []
+    for i, v in enumerate(variants):
+        rec = {**base, "id": f"00000000-0000-4000-8000-{i:012d}", "body": {**base["body"], "timeout_s": v}}
+        lines.append(json.dumps(rec))
+    rec = {**base, "id": "00000000-0000-4000-8000-000000000009", "body": {**base["body"], "cache_warmed": True}}
+    lines += [json.dumps(rec), json.dumps({**rec, "id": "00000000-0000-4000-8000-000000000010",
+                                           "body": {**base["body"], "cache_warmed": None}})]
+    (tmp_path / "v.jsonl").write_text("\n".join(lines) + "\n")
+    assert ingest([tmp_path], fresh_db).ingested == len(lines)
+    with psycopg.connect(fresh_db) as conn:
+        got = {r["id"]: r for r in iter_records(conn)}
+    for line in lines:
+        want = as_written(line.encode())
+        assert canonical_json(got[want["id"]]) == canonical_json(want)

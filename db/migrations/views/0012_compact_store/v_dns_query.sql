@@ -20,7 +20,7 @@
 -- row read from its whole body; the two branches give the same columns.
 CREATE OR REPLACE VIEW v_dns_query AS
 WITH d AS (
-  SELECT q.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+  SELECT q.id, c.campaign, c.run, q.unit, c.vantage_id, c.provider, c.region, c.network_profile,
          q.started_at, q.status, q.error,
          s.resolver, s.transport, s.address, s.port, s.tls_name, s.url, s.qname, s.qtype, q.sequence, s.policy,
          s.idle_timeout_s, s.timeout_s, s.max_attempts, s.attempts,
@@ -36,7 +36,7 @@ WITH d AS (
   JOIN dns_shapes s ON s.id = q.shape_id
   JOIN environments e ON e.id = q.env_id
   UNION ALL
-  SELECT r.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+  SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
          r.started_at, r.status, r.error,
          r.body ->> 'resolver', r.body ->> 'transport', r.body ->> 'address',
          JSON_VALUE(r.body, '$.port' RETURNING int), r.body ->> 'tls_name', r.body ->> 'url',

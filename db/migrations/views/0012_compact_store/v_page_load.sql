@@ -6,7 +6,7 @@
 -- free-form JSON), and the phase differences are computed by the JSON path in numeric.
 -- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context.
 CREATE OR REPLACE VIEW v_page_load AS
-SELECT r.id, c.campaign, c.run, c.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
        r.body ->> 'url' AS url,
        r.body ->> 'final_url' AS final_url,
