@@ -190,6 +190,7 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str) -> It
     per_vantage = -(-n_runs // len(VANTAGES))
     gap = (t1 - t0) // max(per_vantage, 1)  # between two runs of one vantage
     envs = [orjson.Fragment(_env(r, p, "dns_query")) for _, r, p in VANTAGES]
+    boot = rng.integers(86_400 * 10**9, 3 * 86_400 * 10**9, len(VANTAGES))
     units = [(ri, t) for ri in range(len(RESOLVERS)) for t in TRANSPORTS]
     made = 0
     for first in range(0, n_runs, BATCH_RUNS):
@@ -212,7 +213,8 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str) -> It
         local = rng.exponential(0.15, (3, k))  # client-side gaps between phases (ms)
         fail_u = rng.random(k)
         is_4g = np.array([VANTAGES[v][2] == "4g" for v in range(len(VANTAGES))])[vi]
-        mono0 = rng.integers(10**12, 10**15, k)
+        # CLOCK_MONOTONIC as on a vantage: ns since its boot (one boot 1-3 days before the window)
+        mono0 = boot[vi] + (started - t0)
         ids = _uuids(rng, k)
         stamps = _times(started)
         qn = rng.integers(0, len(QNAMES), k)
