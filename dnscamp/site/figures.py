@@ -111,10 +111,17 @@ def _cdf(ax: Any, series: dict[Any, tuple[int, list[tuple[float, float]]]], xlab
         if not pts:
             continue
         ax.step([pts[0][0]] + [x for x, _ in pts], [0.0] + [y for _, y in pts], where="post", label=f"{label} (n={n})")
+    # The x axis ends at the largest 99th percentile of the series: a long tail (a few
+    # retransmissions of seconds) would otherwise squeeze every curve against the left edge.
+    p99 = [next(x for x, y in pts if y >= 0.99) for _, pts in series.values() if pts]
+    lo = min(x for _, pts in series.values() for x, _ in pts[:1])
     values = [x for _, pts in series.values() for x, _ in pts if x > 0]
     if logx and values and max(values) / min(values) > 20:  # a narrow range reads better on a linear axis
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
+    if p99 and max(p99) > lo:
+        pad = 0.05 * (max(p99) - lo)
+        ax.set_xlim(lo - pad if ax.get_xscale() == "linear" else None, max(p99) + pad)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
@@ -130,12 +137,12 @@ def _panels(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, li
     return fig, axes[:n]
 
 
-def _by_profile_cdf(rows: Rows, value: str, xlabel: str, logx: bool = False) -> Figure:
+def _by_profile_cdf(rows: Rows, value: str, xlabel: str, logx: bool = False, by: str = "transport") -> Figure:
     profiles = sorted({r["profile"] for r in rows}, key=_key(PROFILE_ORDER))
     fig, axes = _panels(len(profiles))
     for ax, p in zip(axes, profiles):
-        g = ecdf_series([r for r in rows if r["profile"] == p], "transport", value)
-        _cdf(ax, {t: g[t] for t in sorted(g, key=_key(TRANSPORT_ORDER))}, xlabel, logx)
+        g = ecdf_series([r for r in rows if r["profile"] == p], by, value)
+        _cdf(ax, {t: g[t] for t in sorted(g, key=lambda k: (_key(TRANSPORT_ORDER)(k.split(":")[0]), k))}, xlabel, logx)
         ax.set_title(f"profile {p}")
     return fig
 
@@ -167,6 +174,7 @@ def _heat(ax: Any, m: list[list[float]], rows: list[str], cols: list[str], cmap:
 def _colorbar(fig: Figure, im: Any, ax: Any, label: str) -> None:
     cb = fig.colorbar(im, ax=ax, label=label)
     cb.solids.set_rasterized(False)  # matplotlib rasterizes a colorbar's many cells: keep the SVG vector
+    cb.solids.set_edgecolor("face")  # and without seams between the cells
 
 
 # --- 000: Kosek et al., DoQ and H3 0-RTT coalescing ----------------------------------------
@@ -238,48 +246,78 @@ def draw_rtt_multiple_cdf(rows: Rows) -> Figure:
     return fig
 
 
+def plt_vs_do53(per_run: bool) -> str:
+    """The one definition of "PLT against Do53" (000 Fig. 8, 002 Figs. 2 and 4): per profile,
+    page, browser, HTTP version and DNS mode (and run, for 002's pairs), the median PLT and the
+    median PLT with Do53 to the same resolver (the alias after the mode's ':'), or, when the
+    campaign has no Do53 to that resolver, with each Do53 it has (as 002 compares every
+    configuration with the local Do53). The system mode has no pair. Every join is on plain
+    equalities (http '' for none, not IS NOT DISTINCT FROM) so that PostgreSQL can hash them:
+    a nested loop over 2,500 runs took 40 s."""
+    run = "run, " if per_run else ""
+    same_run = "AND b.run = m.run " if per_run else ""
+    same_run_e = "AND e.run = m.run " if per_run else ""
+    return f"""  WITH m AS (
+    SELECT {run}COALESCE(network_profile, '(none)') AS profile, url, browser, COALESCE(http, '') AS http,
+           dns_mode, dns_transport,
+           split_part(dns_mode, ':', 2) AS resolver_alias, count(*) AS n,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_p50_ms
+    FROM v_page_load
+    WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6, 7{', 8' if per_run else ''})
+  SELECT {'m.run, ' if per_run else ''}m.profile, m.url, m.browser, m.http, m.dns_mode AS mode, m.dns_transport AS transport,
+         b.dns_mode AS baseline, m.n, m.plt_p50_ms, b.plt_p50_ms AS do53_plt_p50_ms
+  FROM m JOIN m AS b
+    ON b.profile = m.profile AND b.url = m.url AND b.browser = m.browser {same_run}
+   AND b.http = m.http AND b.dns_transport = 'do53' AND b.plt_p50_ms > 0
+   AND (b.resolver_alias = m.resolver_alias OR NOT EXISTS (
+         SELECT 1 FROM m AS e
+         WHERE e.profile = m.profile AND e.url = m.url AND e.browser = m.browser {same_run_e}
+           AND e.http = m.http AND e.dns_transport = 'do53'
+           AND e.resolver_alias = m.resolver_alias))
+  WHERE m.dns_transport NOT IN ('do53', 'system')"""
+
+
 # 000 §IV-C, Fig. 8: relative increase of the median PLT over the DoUDP baseline, pages x
-# access technologies, one panel per protocol combination. Here: per DNS transport against
-# Do53 to the same resolver, same browser, HTTP version and page.
-SQL_PLT_HEATMAP = f"""WITH m AS (
-  SELECT COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
-         split_part(dns_mode, ':', 2) AS resolver_alias, count(*) AS n,
-         percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_p50_ms
-  FROM v_page_load
-  WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
-  GROUP BY 1, 2, 3, 4, 5, 6)
-SELECT m.profile, m.url, m.browser, m.http, m.dns_transport AS transport, m.resolver_alias, m.n,
-       m.plt_p50_ms, b.plt_p50_ms AS do53_plt_p50_ms,
-       100 * (m.plt_p50_ms / b.plt_p50_ms - 1) AS increase_pct
-FROM m JOIN m AS b
-  ON b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
- AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
- AND b.dns_transport = 'do53' AND b.plt_p50_ms > 0
-WHERE m.dns_transport NOT IN ('do53', 'system')
-ORDER BY 5, 1, 2, 3"""
+# access technologies, one panel per protocol combination. Here: one panel per DNS mode and
+# browser, against Do53 (plt_vs_do53).
+SQL_PLT_HEATMAP = f"""SELECT profile, url, browser, http, mode, transport, baseline, n, plt_p50_ms, do53_plt_p50_ms,
+       100 * (plt_p50_ms / do53_plt_p50_ms - 1) AS increase_pct
+FROM (
+{plt_vs_do53(False)}
+) AS p
+ORDER BY mode, browser, profile, url"""
+
+MAX_HEATMAP_PAGES = 12  # columns of one panel; more pages stay in the CSV
 
 
 def draw_plt_heatmap(rows: Rows) -> Figure:
-    transports = sorted({r["transport"] for r in rows}, key=_key(TRANSPORT_ORDER))
+    panels = sorted({(r["mode"], r["browser"]) for r in rows}, key=lambda k: (_key(TRANSPORT_ORDER)(k[0].split(":")[0]), k))
     profiles = sorted({r["profile"] for r in rows}, key=_key(PROFILE_ORDER))
-    cols = sorted({(page_name(r["url"]), r["browser"]) for r in rows})
-    vals = [float(r["increase_pct"]) for r in rows]
-    lim = max(5.0, max(abs(v) for v in vals))
-    fig = Figure(figsize=(max(4.5, 1.0 * len(cols) + 1.8) * min(len(transports), 2),
-                          (0.5 * len(profiles) + 1.8) * ((len(transports) + 1) // 2)), layout="constrained")
-    axes = fig.subplots((len(transports) + 1) // 2, min(len(transports), 2), squeeze=False).ravel().tolist()
-    for ax in axes[len(transports):]:
+    loads: dict[str, int] = defaultdict(int)
+    for r in rows:
+        loads[page_name(r["url"])] += int(r["n"])
+    pages = sorted(sorted(loads, key=lambda p: -loads[p])[:MAX_HEATMAP_PAGES])
+    lim = max([5.0] + [abs(float(r["increase_pct"])) for r in rows])
+    per_row = 2 if len(pages) <= 6 else 1
+    nrows = (len(panels) + per_row - 1) // per_row
+    fig = Figure(figsize=(max(4.5, 0.9 * len(pages) + 2.0) * min(len(panels), per_row), (0.45 * len(profiles) + 1.6) * nrows),
+                 layout="constrained")
+    axes = fig.subplots(nrows, min(len(panels), per_row), squeeze=False).ravel().tolist()
+    for ax in axes[len(panels):]:
         ax.set_visible(False)
     im = None
-    for ax, t in zip(axes, transports):
-        m = _grid(len(profiles), len(cols))
+    for ax, (mode, browser) in zip(axes, panels):
+        m = _grid(len(profiles), len(pages))
+        base = set()
         for r in rows:
-            if r["transport"] == t:
-                m[profiles.index(r["profile"])][cols.index((page_name(r["url"]), r["browser"]))] = float(r["increase_pct"])
-        im = _heat(ax, m, profiles, [f"{p}\n{b}" for p, b in cols], "RdBu_r", -lim, lim, "{:+.1f}%", lambda v: "black")
-        ax.tick_params(axis="x", labelsize="x-small")
-        ax.set_title(f"{t} vs do53")
-    _colorbar(fig, im, axes[: len(transports)], "median PLT increase over Do53 (%)")
+            if (r["mode"], r["browser"]) == (mode, browser) and page_name(r["url"]) in pages:
+                m[profiles.index(r["profile"])][pages.index(page_name(r["url"]))] = float(r["increase_pct"])
+                base.add(r["baseline"])
+        im = _heat(ax, m, profiles, pages, "RdBu_r", -lim, lim, "{:+.1f}%", lambda v: "black")
+        ax.tick_params(axis="x", labelsize="x-small", labelrotation=30 if len(pages) > 4 else 0)
+        ax.set_title(f"{mode} vs {', '.join(sorted(base))} ({browser})", fontsize="small")
+    _colorbar(fig, im, axes[: len(panels)], "median PLT increase over Do53 (%)")
     return fig
 
 
@@ -393,36 +431,25 @@ def table_ii(rows: Rows) -> Table:
 # conditions: testbed/profiles.toml "4g-www", "lossy-4g".
 PAPER_002_DIFF = {"4g-www": {"dot": -11, "doh": 58}, "lossy-4g": {"dot": -101, "doh": -33}}
 
-# The pairs (one definition, read by the CDF and by the medians): per run, profile, page,
-# browser, HTTP version and resolver alias, the median PLT with a transport minus the median
-# PLT with Do53.
-PLT_PAIRS = f"""  WITH m AS (
-    SELECT run, COALESCE(network_profile, '(none)') AS profile, url, browser, http, dns_transport,
-           split_part(dns_mode, ':', 2) AS resolver_alias,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS plt_ms
-    FROM v_page_load
-    WHERE {RUN_FILTER} AND status = 'ok' AND plt_ms IS NOT NULL
-    GROUP BY 1, 2, 3, 4, 5, 6, 7)
-  SELECT m.profile, m.dns_transport AS transport, m.plt_ms - b.plt_ms AS diff_ms
-  FROM m JOIN m AS b
-    ON b.run = m.run AND b.profile = m.profile AND b.url = m.url AND b.browser = m.browser
-   AND b.http IS NOT DISTINCT FROM m.http AND b.resolver_alias = m.resolver_alias
-   AND b.dns_transport = 'do53'
-  WHERE m.dns_transport NOT IN ('do53', 'system')"""
+# 002's pairs: per run, the median PLT of a mode minus that of Do53 (plt_vs_do53).
+PLT_PAIRS = f"""  SELECT profile, mode, transport, baseline, plt_p50_ms - do53_plt_p50_ms AS diff_ms
+  FROM (
+{plt_vs_do53(True)}
+  ) AS p"""
 
-SQL_PLT_DIFF = ecdf_sql(PLT_PAIRS, "profile, transport", "diff_ms")
+SQL_PLT_DIFF = ecdf_sql(PLT_PAIRS, "profile, mode", "diff_ms")
 
-SQL_PLT_DIFF_MEDIANS = f"""SELECT profile, transport, count(*) AS pairs,
+SQL_PLT_DIFF_MEDIANS = f"""SELECT profile, mode, transport, baseline, count(*) AS pairs,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY diff_ms) AS diff_p50_ms
 FROM (
 {PLT_PAIRS}
 ) AS pairs
-GROUP BY profile, transport
-ORDER BY profile, transport"""
+GROUP BY profile, mode, transport, baseline
+ORDER BY profile, mode, baseline"""
 
 
 def draw_plt_diff(rows: Rows) -> Figure:
-    fig = _by_profile_cdf(rows, "diff_ms", "PLT - PLT with Do53 (ms)")
+    fig = _by_profile_cdf(rows, "diff_ms", "PLT - PLT with Do53 (ms)", by="mode")
     for ax in fig.axes:
         if ax.get_visible():
             ax.axvline(0, color="grey", lw=0.6)
@@ -431,10 +458,12 @@ def draw_plt_diff(rows: Rows) -> Figure:
 
 def table_plt_diff(rows: Rows) -> Table:
     out = []
-    for r in sorted(rows, key=lambda r: (_key(PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]))):
-        out.append([r["profile"], r["transport"], r["pairs"], r["diff_p50_ms"],
+    for r in sorted(rows, key=lambda r: (_key(PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]),
+                                         r["mode"], r["baseline"])):
+        out.append([r["profile"], r["mode"], r["baseline"], r["pairs"], r["diff_p50_ms"],
                     PAPER_002_DIFF.get(r["profile"], {}).get(r["transport"])])
-    return ["profile", "transport", "pairs", "ours: median difference (ms)", "paper: median difference (ms)"], out
+    return ["profile", "DNS mode", "against", "pairs", "ours: median difference (ms)",
+            "paper: median difference, Cloudflare (ms)"], out
 
 
 # 002 §4.3, Table 1: share of successful page loads with Cloudflare from Frankfurt, per

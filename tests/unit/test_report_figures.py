@@ -41,10 +41,11 @@ def test_table_ii_at_our_medians_beside_the_papers_example():
 
 
 def test_plt_difference_table_pairs_conditions_with_the_paper():
-    rows = [{"profile": "4g-www", "transport": "doh", "pairs": 3, "diff_p50_ms": 30.0},
-            {"profile": "fiber", "transport": "dot", "pairs": 1, "diff_p50_ms": -5.0}]
+    rows = [{"profile": "4g-www", "mode": "doh:cloudflare", "transport": "doh", "baseline": "do53:isp", "pairs": 3,
+             "diff_p50_ms": 30.0},
+            {"profile": "fiber", "mode": "dot:isp", "transport": "dot", "baseline": "do53:isp", "pairs": 1, "diff_p50_ms": -5.0}]
     head, out = figures.table_plt_diff(rows)
-    assert out == [["fiber", "dot", 1, -5.0, None], ["4g-www", "doh", 3, 30.0, 58]]
+    assert out == [["fiber", "dot:isp", "do53:isp", 1, -5.0, None], ["4g-www", "doh:cloudflare", "do53:isp", 3, 30.0, 58]]
 
 
 def test_shares_and_outcomes_tables():
@@ -64,10 +65,11 @@ def test_heat_maps_are_vector_and_leave_missing_cells_blank():
             {"profile": "4g", "transport": "doq", "rtt_multiple_p50": 2.1}]
     text = svg(figures.draw_rtt_heatmap(rows))
     assert "<image" not in text and "3.20" in text and "2.10" in text and "nan" not in text
-    rows = [{"profile": "4g", "url": "https://www.single.test/", "browser": "chromium", "transport": t,
-             "increase_pct": v} for t, v in (("doh", 12.5), ("dot", -3.0))]
+    rows = [{"profile": "4g", "url": "https://www.single.test/", "browser": "chromium", "mode": m, "baseline": "do53:isp",
+             "n": 3, "increase_pct": v} for m, v in (("doh:isp", 12.5), ("dot:isp", -3.0))]
     text = svg(figures.draw_plt_heatmap(rows))
     assert "<image" not in text and "+12.5%" in text and "-3.0%" in text and "single.test" in text
+    assert "doh:isp vs do53:isp (chromium)" in text
 
 
 def test_cdfs_draw_every_series_even_of_one_point():
