@@ -574,8 +574,9 @@ SEEDS = [
                "the expected 1, 2 and 3.", draw_rtt_multiple_cdf, None,
                "no successful dns_query records with an access RTT"),
           Item("plt-heatmap", "Relative PLT increase over Do53 (profiles × pages)", "v_page_load", SQL_PLT_HEATMAP,
-               "Median page-load time (onLoad) per profile, page and browser with each DNS transport, relative to "
-               "Do53 to the same resolver. Paper: 000 §IV-C Fig. 8 (baseline DoUDP + H3 1-RTT): DoH has the highest "
+               "Median page-load time (onLoad) per profile, page and browser with each DNS mode, relative to "
+               "Do53 to the same resolver (or, without one, to each Do53 of the campaign: the panel title says which). "
+               "Paper: 000 §IV-C Fig. 8 (baseline DoUDP + H3 1-RTT): DoH has the highest "
                "increase everywhere, worst 53.7 % (example page, 4G medium); the abstract gives > 30 % on fixed line "
                "and > 50 % on mobile for DoH with H3 1-RTT.", draw_plt_heatmap, None,
                "no successful page loads with both Do53 and another transport")]),
@@ -606,8 +607,8 @@ SEEDS = [
          "Page-load-time difference to Do53 per network condition (§4.2–4.3, Figs. 2 and 4) and the page-load "
          "outcomes (Table 1). 004_9d5842b322ef90bc.txt (ANRW 2019) is the short version of this paper.",
          [Item("plt-diff", "CDF of the PLT difference to Do53 per condition", "v_page_load", SQL_PLT_DIFF,
-               "Each point is one (run, page, browser) pair: median PLT with the transport minus median PLT with Do53 "
-               "to the same resolver. Paper: 002 §4.3 Fig. 4 (Cloudflare from Frankfurt): on 4G DoT −11 ms and "
+               "Each point is one (run, page, browser) pair: median PLT with the DNS mode minus median PLT with Do53 "
+               "to the same resolver (or, without one, each Do53 of the campaign: see the table). Paper: 002 §4.3 Fig. 4 (Cloudflare from Frankfurt): on 4G DoT −11 ms and "
                "DoH +58 ms, on lossy 4G DoT −101 ms and DoH −33 ms at the median; §4.2: without emulation all within "
                "30 ms. The system resolver has no Do53 pair and is left out.", draw_plt_diff, None,
                "no successful page loads with both Do53 and another transport"),
