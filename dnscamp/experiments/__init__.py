@@ -38,7 +38,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "bytes"),
     Experiment("www20", 3, "WWW'20 conditions matrix: PLT difference to Do53",
                "002_6fa4cf280535d36b.txt §3.2.4, §4.3 (Fig. 4), §4.4 (Fig. 5)", "www20"),
-    Experiment("coalescing", 4, "DoQ / DoH / DoH3 with HTTP/3 0-RTT coalescing", "000_6647a8606a2226e0.txt §V", None),
+    Experiment("coalescing", 4, "DoQ / DoH / DoH3 and HTTP/3: RTT multiples, PLT heat map (no 0-RTT yet)",
+               "000_6647a8606a2226e0.txt §V-B (Fig. 5), §V-C (Fig. 8)", "coalescing"),
     Experiment("quicsocks", 5, "QuicSocks Table II and savings on Atlas-like probes",
                "001_3c494309ab66be23.txt §IV-A Table II, §IV-B", "quicsocks"),
 )}

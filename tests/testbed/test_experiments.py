@@ -1,0 +1,87 @@
+"""The seed papers' experiments at their reduced size, end to end on the testbed (issue 17):
+`dnscamp experiment run NAME --reduced` runs the campaigns through `dnscamp campaign run`'s
+code, ingests into a fresh store, prints the table with the paper's figures, and `report`
+prints the same analysis again from the stored records. Each test stays under 3 minutes."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from dnscamp.commands.experiment import app
+
+pytestmark = pytest.mark.testbed
+
+
+@pytest.fixture()
+def store(fresh_db, monkeypatch):
+    """The experiment's ingest and analysis both use this test's fresh database."""
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    return fresh_db
+
+
+def _run(*args: str) -> str:
+    t0 = time.monotonic()
+    r = CliRunner().invoke(app, list(args))
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert time.monotonic() - t0 < 180, "a reduced experiment must finish within 3 minutes"
+    return r.output
+
+
+def _rows(text: str, first: str, key: int = 1) -> dict[str, list[str]]:
+    """Table lines matching ``first`` (regex), split on runs of 2+ spaces, keyed by their first ``key`` cells."""
+    return {" ".join(c[:key]): c for line in text.splitlines() if re.match(first, line)
+            for c in [re.split(r"\s{2,}", line.strip())]}
+
+
+def test_bytes_reduced(testbed, store):
+    out = _run("run", "bytes", "--reduced")
+    rows = _rows(out, r"(do53|do53-tcp|dot|doh|doh3|doq)/(fresh|reuse|resume)\s")
+    assert len(rows) == 18, out  # every transport under every policy has wire counts (DoH3 too, in a testbed client)
+    ip = {k: float(v[5].replace(",", "")) for k, v in rows.items()}
+    pk = {k: float(v[6]) for k, v in rows.items()}
+    assert all(int(v[1]) == 6 for v in rows.values())  # 6 names, one round, every query ok
+    assert pk["do53/fresh"] == 2 and rows["do53/fresh"][3] == "0.0"  # UDP: nothing above layer 4 but DNS
+    assert rows["do53-tcp/reuse"][3] == "4.0"  # two 2-byte length prefixes
+    for t in ("dot", "doh", "doh3", "doq"):  # a handshake per query costs more than a reused connection
+        assert ip[f"{t}/fresh"] > 3 * ip[f"{t}/reuse"], t
+    assert ip["doh/resume"] < ip["doh/fresh"]  # resumption saves the certificate
+    assert "182 B / 2" in rows["do53/fresh"] and "5,737 B / 27" in rows["doh/fresh"] and "864 B / 8" in rows["doh/reuse"]
+    assert "- DoH fresh:" in out
+    again = _run("report", "bytes", "--reduced")
+    assert again.strip() == out.strip()[out.strip().index("Bytes and packets"):]
+
+
+def test_quicsocks_reduced(testbed_lease, store):
+    out = _run("run", "quicsocks", "--reduced")
+    t2 = _rows(out, r"(status quo|QuicSocks)")
+    assert len(t2) == 4, out
+    for label, cells in t2.items():
+        paper, model, measured = (float(c) for c in cells[1:4])
+        assert model == paper and abs(measured - paper) <= 5.0, (label, cells)  # 3 pings' lateness at most
+    shares = _rows(out, r"saving >= \d+ ms")
+    assert len(shares) == 6
+    assert "5 analysed of 6" in out  # probe 5's resolver is in another AS
+    for cells in shares.values():  # configured and measured agree within one probe of five
+        assert abs(float(cells[2].rstrip(" %")) - float(cells[3].rstrip(" %"))) <= 20.0, cells
+    assert "36.7 %" in shares["saving >= 10 ms"][1]
+    again = _run("report", "quicsocks", "--reduced")
+    assert _rows(again, r"saving >= \d+ ms") == shares
+
+
+def test_www20_reduced(testbed, store):
+    try:
+        out = _run("run", "www20", "--reduced")
+    finally:
+        testbed.ensure_up()  # the experiment rebuilt the island with its own profiles
+    cells = _rows(out, r"(none|lossy-4g)\s+(firefox|chromium)\s+(do53|dot|doh)\s+1\s", key=3)
+    assert len(cells) == 12, out  # 2 conditions x 2 browsers x 3 modes, one page
+    ok = sum(int(c[-1].split("/")[0]) for c in cells.values())
+    assert ok >= 10, out  # lossy 4G may time a load out; most must load
+    claims = [line for line in out.splitlines() if line.startswith("lossy 4G: ")]
+    assert len(claims) == 4 and all(re.search(r"\s(reproduced|not reproduced)$", c) for c in claims), claims
+    again = _run("report", "www20", "--reduced")
+    assert again.strip() == out.strip()[out.strip().index("PLT difference to Do53"):]
