@@ -88,17 +88,18 @@ def check_page(driver, url: str, shot: Path) -> list[str]:
 
 
 def test_every_page_renders_without_errors(demo_store, chromium, tmp_path):  # noqa: F811
-    d = build(tmp_path / "site", "--campaign", CAMPAIGN).parent
+    d = build(tmp_path / "site").parent  # every campaign: the campaigns' index and each campaign's pages
     server = Server(d)
     try:
-        pages = sorted(d.glob("*.html"))
-        assert len(pages) == 5
+        pages = sorted(p.relative_to(d).as_posix() for p in d.rglob("*.html"))
+        assert pages == ["default/index.html"] + [f"default/seed-{k}.html" for k in ("000", "001", "002", "003")] + ["index.html"]
         for p in pages:
-            shot = tmp_path / "screenshots" / f"{p.stem}.png"
-            assert check_page(chromium, f"{server.url}/{p.name}", shot) == [], p.name
+            shot = tmp_path / "screenshots" / (p.replace("/", "-").removesuffix(".html") + ".png")
+            assert check_page(chromium, f"{server.url}/{p}", shot) == [], p
             assert shot.stat().st_size > 10_000
-        images = chromium.execute_script(DECODED_JS)  # the last page drew its figures
-        assert images and all(ok for _, ok in images)
+        check_page(chromium, f"{server.url}/default/seed-000.html", tmp_path / "screenshots" / "again.png")
+        images = chromium.execute_script(DECODED_JS)  # a page with figures: they were there, and decoded
+        assert len(images) == 3 and all(ok for _, ok in images)
     finally:
         server.close()
 
