@@ -31,6 +31,7 @@ PG_TO_DUCK = {
     "bigint": "BIGINT", "double precision": "DOUBLE", "real": "FLOAT", "numeric": "DOUBLE", "boolean": "BOOLEAN",
     "jsonb": "JSON", "json": "JSON", "timestamp with time zone": "TIMESTAMPTZ",
     "timestamp without time zone": "TIMESTAMP", "date": "DATE",
+    "ARRAY": "DOUBLE[]",  # the views' arrays are float8[] (v_atlas_ping.rtts_ms)
 }  # fmt: skip
 _NS_MS = "::HUGEINT - {b})::DOUBLE / 1e6"
 DERIVED: dict[str, dict[str, str]] = {
