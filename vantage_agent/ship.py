@@ -179,7 +179,13 @@ def agent_version() -> str:
         return "unknown"
 
 
-def status(spool_dir: Path, vantage: str, stats: ShipStats) -> dict[str, Any]:
+def status_key(vantage: str, region: str | None) -> str:
+    """``status/<vantage>/<region>.json`` on a fleet instance (the instances of one vantage in
+    several regions must not overwrite each other's), ``status/<vantage>.json`` without a region."""
+    return f"status/{vantage}/{region}.json" if region else f"status/{vantage}.json"
+
+
+def status(spool_dir: Path, vantage: str, stats: ShipStats, region: str | None = None) -> dict[str, Any]:
     """What `status/<vantage>.json` says: the last run, its status counts, the queue, the
     agent version and the free disk of the spool."""
     last, counts = None, {}
@@ -193,7 +199,7 @@ def status(spool_dir: Path, vantage: str, stats: ShipStats) -> dict[str, Any]:
             pass
     Path(spool_dir).mkdir(parents=True, exist_ok=True)
     return {
-        "vantage": vantage, "at": datetime.now(timezone.utc).isoformat(), "agent_version": agent_version(),
+        "vantage": vantage, "region": region, "at": datetime.now(timezone.utc).isoformat(), "agent_version": agent_version(),
         "last_run": None if last is None else {"campaign": last.parent.name, "run": last.name, "statuses": counts},
         "ship": {"shipped": stats.shipped, "pending": stats.pending, "runs_incomplete": stats.runs_incomplete,
                  "errors": stats.errors[:3]},
@@ -201,15 +207,17 @@ def status(spool_dir: Path, vantage: str, stats: ShipStats) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def ship_and_report(spool_dir: Path, bucket: str, vantage: str, *, client=None) -> dict[str, Any]:
+def ship_and_report(spool_dir: Path, bucket: str, vantage: str, *, region: str | None = None,
+                    client=None) -> dict[str, Any]:  # fmt: skip
     """ship(), then the status object (best effort: S3 down means no status, the queue waits)."""
     client = client or s3_client()
     stats = ship(spool_dir, bucket, vantage, client=client)
     out = stats.as_json()
     try:
-        body = json.dumps(status(spool_dir, vantage, stats), indent=1).encode()
-        _put(client, bucket, f"status/{vantage}.json", body, "application/json")
-        out["status_object"] = f"status/{vantage}.json"
+        body = json.dumps(status(spool_dir, vantage, stats, region), indent=1).encode()
+        key = status_key(vantage, region)
+        _put(client, bucket, key, body, "application/json")
+        out["status_object"] = key
     except Exception as exc:
         out["status_error"] = _error_line(exc)
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -24,7 +25,8 @@ def shipper(spool: Path, bucket: str | None, vantage: str | None):
         die("agent ship: no vantage id: pass --vantage or set DNSCAMP_VANTAGE (/etc/dnscamp/vantage.env)")
     from vantage_agent.ship import ship_and_report
 
-    return lambda: ship_and_report(spool, bucket, vantage)
+    region = os.environ.get("DNSCAMP_REGION") or None  # the instance's (vantage.env); its status object's name
+    return lambda: ship_and_report(spool, bucket, vantage, region=region)
 
 
 @app.command("ship")

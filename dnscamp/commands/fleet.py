@@ -203,7 +203,8 @@ def destroy_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str
 def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profile: str | None = PROFILE,
                    as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
     """The fleet's instances (by tag campaign=<name>, every region of the spec) and, per vantage,
-    the time of its newest upload under results/<campaign>/<vantage>/ and its last status object."""
+    the time of its newest upload under results/<campaign>/<vantage>/ and the last status
+    object of each of its regions (status/<vantage>/<region>.json)."""
     from dnscamp.fleet import aws, render
 
     s, _ = _spec(spec)
@@ -216,9 +217,9 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
         vantages = {}
         for v in s.ec2_vantages():
             up = aws.last_upload(s3, s.fleet.results_bucket, s.campaign.name, v.id)
-            st = aws.last_status(s3, s.fleet.results_bucket, v.id)
+            st = aws.statuses(s3, s.fleet.results_bucket, v.id)
             vantages[v.id] = {"last_upload": up[1].isoformat() if up else None, "last_upload_key": up[0] if up else None,
-                              "status_time": st[0].isoformat() if st else None, "status": st[1] if st else None}
+                              "statuses": {r: {"time": t.isoformat(), "status": b} for r, (t, b) in sorted(st.items())}}
     except UsageError as exc:
         die(str(exc), code=1)
     except Exception as exc:  # botocore: no credentials, no such bucket, access denied, ...
@@ -237,9 +238,10 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
         typer.echo(f"  {i.vantage:<16} {i.region:<15} {i.id:<20} {i.state:<11} {i.type:<12} "
                    f"{i.public_ip or '-':<15} launched {i.launched.isoformat() if i.launched else '-'}")
     for vid, d in vantages.items():
-        typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}; "
-                   f"last status {d['status_time'] or 'none'}"
-                   + (f" {json.dumps(d['status'], default=str)[:200]}" if d["status"] is not None else ""))
+        typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}"
+                   + ("" if d["statuses"] else "; no status object yet"))
+        for region, st in d["statuses"].items():
+            typer.echo(f"    {region}: status at {st['time']} {json.dumps(st['status'], default=str)[:200]}")
 
 
 @app.command("cost")

@@ -78,17 +78,21 @@ def last_upload(s3, bucket: str, campaign: str, vantage: str) -> tuple[str, date
     return newest
 
 
-def last_status(s3, bucket: str, vantage: str) -> tuple[datetime, Any] | None:
-    """status/<vantage>.json (time, parsed JSON or its text), or None when the vantage wrote none."""
-    try:
-        o = s3.get_object(Bucket=bucket, Key=f"status/{vantage}.json", Range=f"bytes=0-{STATUS_MAX_BYTES - 1}")
-    except s3.exceptions.NoSuchKey:
-        return None
-    body = o["Body"].read(STATUS_MAX_BYTES).decode("utf-8", "replace")
-    try:
-        return o["LastModified"], json.loads(body)
-    except ValueError:
-        return o["LastModified"], body
+def statuses(s3, bucket: str, vantage: str) -> dict[str, tuple[datetime, Any]]:
+    """The vantage's status objects, status/<vantage>/<region>.json, by region: (time, parsed
+    JSON or its text); {} when none was written."""
+    out: dict[str, tuple[datetime, Any]] = {}
+    prefix = f"status/{vantage}/"
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for entry in page.get("Contents", []):
+            region = entry["Key"][len(prefix):].removesuffix(".json")
+            o = s3.get_object(Bucket=bucket, Key=entry["Key"], Range=f"bytes=0-{STATUS_MAX_BYTES - 1}")
+            body = o["Body"].read(STATUS_MAX_BYTES).decode("utf-8", "replace")
+            try:
+                out[region] = (o["LastModified"], json.loads(body))
+            except ValueError:
+                out[region] = (o["LastModified"], body)
+    return out
 
 
 def empty_bucket(s3, bucket: str) -> int:

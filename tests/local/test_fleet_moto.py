@@ -171,7 +171,7 @@ def test_apply_status_policy_destroy(moto):
     st = json.loads(cli(m, "status", "--json").stdout)
     running = sorted((i["vantage"], i["region"]) for i in st["instances"] if i["state"] == "running")
     assert running == [("alpha", "eu-central-1"), ("alpha", "us-east-2"), ("beta", "eu-central-1"), ("beta", "eu-central-1")]
-    assert st["vantages"]["alpha"] == {"last_upload": None, "last_upload_key": None, "status_time": None, "status": None}
+    assert st["vantages"]["alpha"] == {"last_upload": None, "last_upload_key": None, "statuses": {}}
 
     # the instance role's reach, with its own credentials and moto's IAM enforcement on
     role = boto(m, "iam").get_role(RoleName=f"dnscamp-{CAMPAIGN}-alpha-us-east-2")["Role"]
@@ -188,9 +188,11 @@ def test_apply_status_policy_destroy(moto):
     set_auth(m, "0")
     try:
         agent.put_object(Bucket="motofleet-results", Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl", Body=b"{}\n")
-        agent.put_object(Bucket="motofleet-results", Key="status/alpha.json", Body=b'{"state": "ok"}')
+        agent.put_object(Bucket="motofleet-results", Key="status/alpha/us-east-2.json", Body=b'{"state": "ok"}')
+        denied(agent.put_object, Key="status/alpha/eu-central-1.json", Body=b"x")  # its vantage's other region
         denied(agent.put_object, Key=f"results/{CAMPAIGN}/beta/batch-1.jsonl", Body=b"x")  # another vantage's prefix
-        denied(agent.put_object, Key="status/beta.json", Body=b"x")
+        denied(agent.put_object, Key="status/beta/us-east-2.json", Body=b"x")
+        denied(agent.put_object, Key="status/alpha.json", Body=b"x")
         denied(agent.put_object, Key="dist/evil.whl", Body=b"x")
         denied(agent.get_object, Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl")
         denied(agent.list_objects_v2, Prefix="results/")
@@ -207,7 +209,8 @@ def test_apply_status_policy_destroy(moto):
 
     st = json.loads(cli(m, "status", "--json").stdout)
     assert st["vantages"]["alpha"]["last_upload_key"] == f"results/{CAMPAIGN}/alpha/batch-1.jsonl"
-    assert st["vantages"]["alpha"]["status"] == {"state": "ok"} and st["vantages"]["beta"]["status"] is None
+    assert {r: x["status"] for r, x in st["vantages"]["alpha"]["statuses"].items()} == {"us-east-2": {"state": "ok"}}
+    assert st["vantages"]["beta"]["statuses"] == {}
     text = cli(m, "status").stdout
     assert "vantage alpha: last upload 20" in text and "4 instance(s)" in text
 

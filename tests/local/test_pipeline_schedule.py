@@ -138,6 +138,7 @@ def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tm
     (line,) = sch.installed("cronned")
     command = line.split(" ", 6)[6]  # 5 fields, the user, the command: what cron hands to /bin/sh
     env = {"PATH": os.environ["PATH"], "DNSCAMP_RESULTS_BUCKET": BUCKET, "DNSCAMP_VANTAGE": "here",
+           "DNSCAMP_REGION": "eu-central-1",
            **{k: os.environ[k] for k in os.environ if k.startswith("AWS_")}}  # fmt: skip
     with open(sch.lock_path(tmp_path, "cronned"), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # the previous firing, still running
@@ -148,7 +149,7 @@ def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tm
     ran = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     res = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert res["shipped"]["shipped"] == 2 and res["shipped"]["status_object"] == "status/here.json"
+    assert res["shipped"]["shipped"] == 2 and res["shipped"]["status_object"] == "status/here/eu-central-1.json"
     st = coll.collect(f"s3://{BUCKET}/results/cronned/", fresh_db, client=moto.client)
     assert st.collected == 2 and counts(fresh_db) == (2, 2)
     with psycopg.connect(fresh_db) as c:

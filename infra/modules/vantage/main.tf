@@ -11,10 +11,11 @@ locals {
   }
   ami_id = coalesce(var.ami_id, one(data.aws_ami.debian12[*].id))
 
-  # What the instance may write: its results and its status object, nothing else in S3.
+  # What the instance may write: its results and its own status object (one per region: the
+  # instances of a vantage in several regions must not overwrite each other's), nothing else.
   put_object_arns = [
     "arn:aws:s3:::${var.results_bucket}/results/${var.campaign}/${var.vantage}/*",
-    "arn:aws:s3:::${var.results_bucket}/status/${var.vantage}.json",
+    "arn:aws:s3:::${var.results_bucket}/status/${var.vantage}/${var.region}.json",
   ]
 
   user_data = templatefile("${path.module}/user_data.yaml.tftpl", {

@@ -86,9 +86,9 @@ run "defaults" {
   assert {
     condition = jsondecode(aws_iam_role_policy.put_results.policy).Statement[0].Resource == [
       "arn:aws:s3:::dnscamp-results-www20/results/www20/ec2-ohio/*",
-      "arn:aws:s3:::dnscamp-results-www20/status/ec2-ohio.json",
+      "arn:aws:s3:::dnscamp-results-www20/status/ec2-ohio/us-east-2.json",
     ]
-    error_message = "PutObject only under results/<campaign>/<vantage>/ and on status/<vantage>.json"
+    error_message = "PutObject only under results/<campaign>/<vantage>/ and on status/<vantage>/<region>.json"
   }
   assert {
     condition     = startswith(aws_instance.agent[0].user_data, "#cloud-config\n") && aws_instance.agent[0].user_data == output.user_data
