@@ -37,6 +37,7 @@ app.add_typer(__import__("dnscamp.commands.report", fromlist=["app"]).app, name=
 app.add_typer(__import__("dnscamp.commands.export", fromlist=["app"]).app, name="export")
 app.add_typer(__import__("dnscamp.commands.archive", fromlist=["app"]).app, name="archive")
 app.add_typer(__import__("dnscamp.commands.sql", fromlist=["app"]).app, name="sql")
+app.add_typer(__import__("dnscamp.commands.experiment", fromlist=["app"]).app, name="experiment")
 
 
 @app.command("version")
