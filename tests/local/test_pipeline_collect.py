@@ -189,7 +189,8 @@ def test_collector_killed_anywhere_then_rerun_gives_each_record_once(moto, fresh
     """kill -9 either between an object's last batch and its ledger row (the kill_at-th object),
     or at a random moment; the rerun stores every record exactly once."""
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        c.execute("TRUNCATE results, quarantine, collected_objects")
+        c.execute("DELETE FROM results")  # a view over the store's tables since 0012: no TRUNCATE
+        c.execute("TRUNCATE quarantine, collected_objects")
     total = put_objects(moto.client, 6, 200)
     p = _collector(fresh_db, 0 if delay is not None else kill_at)
     if delay is not None:
