@@ -39,6 +39,7 @@ import ctypes
 import gzip
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -280,6 +281,47 @@ class Item:
     reg: bytes
     row: bytes
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
+    status: str
+    hourly: tuple | None  # a dns_query's dns_hourly key and histogram bucket (`rollup`)
+
+
+# --- rollups (migration 0013_rollups, docs/store.md "Rollups") --------------------------------
+# dns_hourly: per hour x campaign x vantage x network profile x resolver x transport, the
+# number of dns_query records, of failures, and a histogram of total_ms (t_response - t_start,
+# as v_dns_query computes it) of the ok ones over fixed log buckets: bucket 0 holds values
+# below HIST_MIN_MS, bucket b >= 1 holds [HIST_MIN_MS * HIST_GAMMA**(b-1), HIST_MIN_MS *
+# HIST_GAMMA**b), read back as its geometric middle, so a percentile read from the histogram
+# is within sqrt(HIST_GAMMA) - 1 = 0.995 % of the exact one (percentile_disc). The same
+# function in SQL (dnscamp_hist_bucket) gives the same bucket (both use the C library's log).
+HIST_MIN_MS = 0.001
+HIST_GAMMA = 1.02
+_LN_GAMMA = math.log(HIST_GAMMA)
+_HOUR_US = 3600 * 10**6
+
+
+def hist_bucket(ms: float) -> int:
+    if not ms >= HIST_MIN_MS:
+        return 0
+    return math.floor(math.log(ms / HIST_MIN_MS) / _LN_GAMMA) + 1
+
+
+def _text(v: Any) -> str | None:
+    """A body value as v_dns_query's ``->>`` reads it (JSON text for a non-string)."""
+    return v if v is None or v.__class__ is str else canonical_json(v).decode()
+
+
+def rollup(envelope: list, body: dict) -> tuple:
+    """A dns_query record's dns_hourly key (hour in µs since 2000, campaign, vantage, profile,
+    resolver, transport), whether it failed, and the bucket of its total_ms (None: not counted:
+    failed, or without both timestamps)."""
+    ok = envelope[11] == "ok"
+    bucket = None
+    t0, t1 = body.get("t_start"), body.get("t_response")
+    if ok and t0.__class__ is int and t1.__class__ is int:
+        bucket = hist_bucket(float(t1 - t0) / 1e6)
+    key = (envelope[10] // _HOUR_US * _HOUR_US, envelope[3], envelope[6], envelope[9],
+           _text(body.get("resolver")), _text(body.get("transport")))  # fmt: skip
+    return key, not ok, bucket
 
 
 # Per-process caches of dimension hashes (a worker sees the same contexts, environments and
@@ -336,7 +378,9 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
     t = PG_EPOCH + started_us * _US  # UTC
-    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, t.year * 12 + t.month - 1)
+    hourly = rollup(envelope, body) if envelope[2] == "dns_query" else None
+    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, t.year * 12 + t.month - 1,
+                envelope[11], hourly)
 
 
 def _has_nul(v: Any) -> bool:
@@ -555,8 +599,9 @@ class Store:
     partitions exist, cached for the run (dimension rows are content-addressed and committed
     before the batches that use them, so a rolled-back batch leaves no dangling id)."""
 
-    def __init__(self, conn: psycopg.Connection):
+    def __init__(self, conn: psycopg.Connection, *, rollups: bool = True):
         self.conn = conn
+        self.rollups = rollups  # False: a schema before 0013_rollups (migration 0012 moving rows)
         self.ids: dict[str, dict[bytes, int]] = {t: {} for t in _DIM_SQL}
         self.months: set[int] = set()
 
@@ -606,7 +651,52 @@ class Store:
         for table, data in rows.items():
             if data:
                 _copy(cur, _COPY[table], data)
+        if self.rollups:
+            _add_rollups(cur, items, ctx)
         return len(items)
+
+
+_HOURLY_UPSERT = (
+    "INSERT INTO dns_hourly (hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, "
+    "buckets, counts) SELECT u.h, u.c, u.v, u.p, u.r, u.t, u.n, u.f, u.b::smallint[], u.k::int[] "
+    "FROM unnest(%s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::bigint[], %s::text[], %s::text[]) AS u(h, c, v, p, r, t, n, f, b, k) ORDER BY 1, 2, 3, 4, 5, 6 "
+    "ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDED.n, "
+    "failures = dns_hourly.failures + EXCLUDED.failures, (buckets, counts) = (SELECT m.buckets, m.counts FROM "
+    "dnscamp_hist_merge(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)"
+)
+_COUNTS_UPSERT = (
+    "INSERT INTO result_counts (ctx_id, status, n) SELECT * FROM unnest(%s::int[], %s::text[], %s::bigint[]) "
+    "ORDER BY 1, 2 ON CONFLICT ON CONSTRAINT pk_result_counts DO UPDATE SET n = result_counts.n + EXCLUDED.n"
+)
+
+
+def _add_rollups(cur: psycopg.Cursor, items: list[Item], ctx_ids: dict[bytes, int]) -> None:
+    """The batch's new records into the rollups (dns_hourly, result_counts), in the batch's
+    transaction; keys in one order so that two ingests cannot deadlock."""
+    hourly: dict[tuple, list] = {}
+    counts: dict[tuple, int] = {}
+    for it in items:
+        k = (ctx_ids[it.ctx], it.status)
+        counts[k] = counts.get(k, 0) + 1
+        if it.hourly is not None:
+            key, failed, bucket = it.hourly
+            h = hourly.get(key)
+            if h is None:
+                h = hourly[key] = [0, 0, {}]
+            h[0] += 1
+            h[1] += failed
+            if bucket is not None:
+                h[2][bucket] = h[2].get(bucket, 0) + 1
+    if hourly:
+        cols: list[list] = [[] for _ in range(10)]
+        for key, (n, f, hist) in hourly.items():
+            bs = sorted(hist)
+            for col, v in zip(cols, (PG_EPOCH + key[0] * _US, *key[1:], n, f, "{%s}" % ",".join(map(str, bs)),
+                                     "{%s}" % ",".join(str(hist[b]) for b in bs))):  # fmt: skip
+                col.append(v)
+        cur.execute(_HOURLY_UPSERT, cols)
+    cur.execute(_COUNTS_UPSERT, [list(c) for c in zip(*((*k, n) for k, n in counts.items()))])
 
 
 @dataclass

@@ -158,6 +158,38 @@ generic_results = sa.Table(
 )  # fmt: skip
 
 
+# --- rollups (migration 0013_rollups), maintained by ingest with each batch ------------------
+
+dns_hourly = sa.Table(
+    "dns_hourly", Base.metadata,
+    sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    sa.Column("network_profile", sa.Text),
+    sa.Column("resolver", sa.Text),
+    sa.Column("transport", sa.Text),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Column("failures", sa.BigInteger, nullable=False),
+    # histogram of total_ms of the ok records: bucket numbers ascending and their counts
+    sa.Column("buckets", ARRAY(sa.SmallInteger), nullable=False),
+    sa.Column("counts", ARRAY(sa.Integer), nullable=False),
+    sa.UniqueConstraint("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport",
+                        name="uq_dns_hourly", postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+
+
+class ResultCount(Base):
+    """Records per context and status (v_failures)."""
+
+    __tablename__ = "result_counts"
+
+    ctx_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    status: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    n: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+
+    __table_args__ = (sa.PrimaryKeyConstraint("ctx_id", "status", name="pk_result_counts"),)
+
+
 class Quarantine(Base):
     """Lines that could not be stored: which file, which line, why, and the raw text. Open
     problems only: ingest deletes a line's row when the line later ingests (the writer may
