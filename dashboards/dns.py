@@ -122,7 +122,7 @@ Question: how are resolution times spread per transport (tails, modes)? Each tra
             xy_panel("CDF of resolution time per transport and connection", """
 Question: what share of queries finish within x ms? cume_dist() over total_ms per transport and
 connection mode (Grafana has no CDF panel; thinned to ~200 points per curve).""",
-                     cdf, "total_ms", "cdf", {"total_ms": ("resolution time", "ms"), "cdf": ("share of queries", "percentunit")},
+                     cdf, {"total_ms": ("resolution time", "ms"), "cdf": ("share of queries", "percentunit")},
                      series_by="series"),
             heatmap_panel("Resolution time over time (log2 buckets)", """
 Question: does the distribution move over time? Counts of queries per time bucket and log2 bucket of

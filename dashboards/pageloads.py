@@ -78,8 +78,7 @@ Question: how are page-load times spread with each DNS transport? plt_ms (loadEv
 successful load, one series per DNS transport of the browser.""", dist, {t: (t, None) for t in TRANSPORTS}),
             xy_panel("CDF of PLT per DNS mode and browser", """
 Question: what share of loads finish within x ms, per DNS mode and browser? cume_dist() over plt_ms
-(thinned to ~200 points per curve).""", cdf, "plt_ms", "cdf",
-                     {"plt_ms": ("page-load time", "ms"), "cdf": ("share of loads", "percentunit")}, series_by="series"),
+(thinned to ~200 points per curve).""", cdf, {"plt_ms": ("page-load time", "ms"), "cdf": ("share of loads", "percentunit")}, series_by="series"),
             table_panel("PLT per DNS mode × browser × condition", """
 Question: the distribution's numbers per DNS mode, browser, network profile and HTTP version: count,
 median, p90, min and max PLT.""", plt, {

@@ -167,24 +167,19 @@ def heatmap_panel(title: str, description: str, sql: str, *, unit: str = "ms",
     b = (heatmap.Panel().calculate(False).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE)
                                                        .value("queries"))
          .y_axis(heatmap.YAxisConfig().unit(unit)).show_legend().mode(common.TooltipDisplayMode.SINGLE))
-    return _common(b, title, description, sql, "table", None, w, h, None)
+    # time_series: Grafana turns the epoch `time` into a time field (a table keeps it a number)
+    return _common(b, title, description, sql, "time_series", None, w, h, None)
 
 
-def xy_panel(title: str, description: str, sql: str, x: str, y: str, columns: Columns, *, series_by: str | None = None,
+def xy_panel(title: str, description: str, sql: str, columns: Columns, *, series_by: str,
              unit: str = "ms", w: int = 12, h: int = 9) -> Any:
-    """x against y, one series per value of ``series_by`` (partitioned by Grafana)."""
-    b = (xychart.Panel().mapping(SeriesMapping.MANUAL).show(XYShowMode.LINES)
-         .series([xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(_by_name(x)))
-                  .y(xychart.XychartXYSeriesConfigY().matcher(_by_name(y)))]))
+    """y against x, one curve per value of ``series_by``: Grafana partitions the rows into one
+    frame per value, and the chart's auto mapping takes each frame's first number field (x) against
+    the next (y), so the SQL returns ``series_by, x, y`` in that order."""
+    b = xychart.Panel().mapping(SeriesMapping.AUTO).show(XYShowMode.LINES).series([])
     b = _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
-    if series_by:
-        b = b.with_transformation(DataTransformerConfig(id_val="partitionByValues",
-                                                        options={"fields": [series_by], "keepFields": False}))
-    return b
-
-
-def _by_name(col: str) -> Any:
-    return xychart.MatcherConfig().id("byName").options(col)
+    return b.with_transformation(DataTransformerConfig(id_val="partitionByValues",
+                                                       options={"fields": [series_by], "keepFields": False}))
 
 
 def stat_panel(title: str, description: str, sql: str, columns: Columns, *, unit: str | None = None,

@@ -52,8 +52,7 @@ saving_retry_ms = twice that (a retried handshake).""", dist,
                             {"saving_ms": ("saving", "ms"), "saving_retry_ms": ("saving with retry", "ms")}),
             xy_panel("CDF of per-probe savings", """
 Question: what share of probes save at most x ms (negative: the proxy would be slower)? cume_dist()
-over the probes' savings.""", cdf, "saving_ms", "cdf",
-                     {"saving_ms": ("saving", "ms"), "cdf": ("share of probes", "percentunit")}, series_by="series"),
+over the probes' savings.""", cdf, {"saving_ms": ("saving", "ms"), "cdf": ("share of probes", "percentunit")}, series_by="series"),
         ]),
         ("Table I per probe", [
             table_panel("Table I terms per probe", """

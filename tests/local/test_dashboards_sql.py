@@ -81,6 +81,11 @@ def shape_problems(results) -> list[str]:
                 bad.append(f"{key}: non-numeric values")
         elif missing := named_columns(p) - set(cols):
             bad.append(f"{key}: field config names {sorted(missing)}, query returns {cols}")
+        if p["type"] == "xychart":  # auto mapping: each partition's first number is x, the next y
+            parts = {f for t in p.get("transformations", []) for f in t["options"].get("fields", [])}
+            xy = [c for c in cols if c not in parts]
+            if len(xy) != 2 or any(not isinstance(r[cols.index(c)], (*NUMERIC, type(None))) for r in rows for c in xy):
+                bad.append(f"{key}: an XY chart needs exactly two number columns beside {sorted(parts)}: {cols}")
     return bad
 
 
