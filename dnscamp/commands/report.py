@@ -20,15 +20,17 @@ RUN_OPT = typer.Option(None, "--run", help="Only this run of the campaign.")
 
 
 def _build(out: Path, campaign: str | None, run: str | None) -> Path:
+    import psycopg
+
     from db import engine
-    from dnscamp.site.build import build
+    from dnscamp.site.build import ReportError, build
 
     if run and not campaign:
         die("--run needs --campaign")
-    import psycopg
-
     try:
         return build(engine.database_url("reader"), out, campaign, run)
+    except ReportError as exc:
+        die(str(exc))
     except (engine.StoreError, psycopg.OperationalError) as exc:
         die(f"the store: {str(exc).strip().splitlines()[0]}", 1)
 

@@ -35,8 +35,13 @@ table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}td,th{border:1px 
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 pre{background:#f7f7f7;padding:.6rem;overflow-x:auto;font-size:.8rem}.files a{margin-right:1rem}
 """
+GENERATOR = "<meta name='generator' content='dnscamp report'>"  # how a rebuild knows the directory is ours
 FAVICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'>"
            "<rect width='16' height='16' rx='3' fill='#1f77b4'/></svg>\n")
+
+
+class ReportError(Exception):
+    """One line: why the report cannot be written there."""
 
 
 @dataclass
@@ -138,7 +143,7 @@ def write_static(d: Path) -> None:
 
 
 def page(title: str, nav: str, body: str) -> str:
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>" + GENERATOR +
             "<meta name='viewport' content='width=device-width,initial-scale=1'>"
             f"<title>{html.escape(title)}</title><link rel='icon' href='favicon.svg'>"
             "<link rel='stylesheet' href='style.css'></head>"
@@ -185,16 +190,23 @@ def seed_intro(s: Seed) -> str:
 
 def build(url: str, out: Path, campaign: str | None = None, run: str | None = None) -> Path:
     """Build the site under out (as the role of url, normally the reader); returns the page to
-    open: out/index.html. Without a campaign, one sub-site per campaign in the store."""
+    open: out/index.html. Without a campaign, one sub-site per campaign in the store. out must
+    be empty, missing, or an earlier report (whose fig/, data/ and sql/ are replaced)."""
+    index = out / "index.html"
+    if out.exists() and any(out.iterdir()) and not (index.is_file() and GENERATOR in index.read_text(errors="replace")):
+        raise ReportError(f"{out}: not empty and not a dnscamp report (its fig/, data/ and sql/ would be replaced)")
     out.mkdir(parents=True, exist_ok=True)
     with psycopg.connect(url) as conn:
         if campaign is not None:
             return build_campaign(conn, out, campaign, run)
-        names = campaigns(conn)
-        items = []
-        for c in names:
-            build_campaign(conn, out / slug(c), c, run, up="../index.html")
-            items.append(f"<li><a href='{html.escape(slug(c))}/index.html'>{html.escape(c)}</a></li>")
+        items, used = [], set()
+        for c in campaigns(conn):
+            sub = slug(c)
+            while sub in used:  # two names with the same path-safe form ("a/b", "a-b")
+                sub += "_"
+            used.add(sub)
+            build_campaign(conn, out / sub, c, run, up="../index.html")
+            items.append(f"<li><a href='{html.escape(sub)}/index.html'>{html.escape(c)}</a></li>")
     write_static(out)
     body = ("<ul>" + "".join(items) + "</ul>") if items else "<p class='nodata'>The store holds no campaign yet.</p>"
     (out / "index.html").write_text(page("dnscamp report: campaigns", "<a href='index.html'>Campaigns</a>", body))

@@ -149,6 +149,21 @@ def test_sections_without_data_say_so(demo_store, tmp_path):
     assert "0 records" in (d / "index.html").read_text()
 
 
+def test_refuses_a_directory_that_is_not_a_report(demo_store, tmp_path):
+    mine = tmp_path / "project"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "keep.csv").write_text("precious\n")
+    res = CliRunner().invoke(app, ["report", "--html", str(mine), "--campaign", CAMPAIGN])
+    assert res.exit_code == 2 and "not empty and not a dnscamp report" in res.output
+    assert (mine / "data" / "keep.csv").read_text() == "precious\n" and not (mine / "index.html").exists()
+    build(tmp_path / "site", "--campaign", CAMPAIGN)
+    (tmp_path / "site" / "fig" / "stale.svg").write_text("<svg/>")
+    build(tmp_path / "site", "--campaign", CAMPAIGN)  # an earlier report is rebuilt in place, stale files gone
+    assert not (tmp_path / "site" / "fig" / "stale.svg").exists()
+    res = CliRunner().invoke(app, ["report", "--html", str(tmp_path / "x"), "--run", RUN])
+    assert res.exit_code == 2 and "--run needs --campaign" in res.output
+
+
 def test_without_campaign_one_site_per_campaign(demo_store, tmp_path):
     index = build(tmp_path / "site")
     assert [u for u in refs(index).links if u != "index.html"] == [f"{CAMPAIGN}/index.html"]
