@@ -164,7 +164,7 @@ def test_secrets_come_from_env_and_the_example_defines_every_variable():
     used = {m.group(1) or m.group(4) for m in _VAR.finditer(text) if m.group(0) != "$$"}
     assert used - set(env_example()) == set()
     required = set(re.findall(r"\$\{(\w+):\?", text))
-    assert {"POSTGRES_PASSWORD", "DNSCAMP_WRITER_PASSWORD", "DNSCAMP_READER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= required
+    assert {"POSTGRES_PASSWORD", "DNSCAMP_READER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= required
     assert not re.search(r"(?i)password\s*[:=]\s*['\"]?(?!\$)\w", text.replace("PASSWORD :'", "")), \
         "a literal password in docker-compose.yml"
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", ".env"], capture_output=True, text=True).stdout
@@ -196,6 +196,9 @@ def test_startup_order_and_healthchecks():
     assert s["grafana"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     for name in ("postgres", "collector", "grafana"):
         assert s[name]["healthcheck"]["test"], name
-    # migrations as the owner, the collector as the writer role, never the other way round
-    assert s["migrate"]["environment"]["DNSCAMP_DATABASE_URL"].startswith("postgresql://dnscamp:")
-    assert s["collector"]["environment"]["DNSCAMP_DATABASE_URL"].startswith("postgresql://dnscamp_writer:")
+    # migrations and the collector (which migrates before collecting) as the owner; Grafana as
+    # the reader, whose role the store's first start creates
+    owner = f"postgresql://{env_example()['POSTGRES_USER']}:"
+    assert s["migrate"]["environment"]["DNSCAMP_DATABASE_URL"].startswith(owner)
+    assert s["collector"]["environment"]["DNSCAMP_DATABASE_URL"] == s["migrate"]["environment"]["DNSCAMP_DATABASE_URL"]
+    assert "CREATE ROLE dnscamp_reader LOGIN PASSWORD :'rpw'" in s["postgres"]["entrypoint"][-1]
