@@ -13,8 +13,9 @@ from rich.table import Table
 # dnscamp/site): the records of one campaign, optionally one run. The atlas kind stores its
 # Atlas campaign as "<campaign>/<run>" (atlas/store.py), so the Atlas views match on that.
 RUN_FILTER = "campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)"
+# (starts_with, not LIKE: a "_" or "%" in a campaign name is not a wildcard)
 ATLAS_FILTER = ("(campaign = %(campaign)s || '/' || %(run)s"
-                " OR (%(run)s::text IS NULL AND campaign LIKE %(campaign)s || '/%%'))")
+                " OR (%(run)s::text IS NULL AND starts_with(campaign, %(campaign)s || '/')))")
 
 # Each section: (title, view it needs, SQL with %(campaign)s and %(run)s). The static site
 # shows the same sections as HTML tables (dnscamp/site/pages.py), from these definitions.
