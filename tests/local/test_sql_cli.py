@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -77,18 +78,31 @@ def assert_same_rows(pg: tuple, dk: tuple, what: str) -> None:
             assert _same(a, b), (what, col, a, b, pr[0])
 
 
-@pytest.fixture()
-def both(fresh_db, monkeypatch, tmp_path):
+@pytest.fixture(scope="module")
+def both(db_url, tmp_path_factory):
     """The demo campaign and a small generated one (records and Atlas results, stored by the
-    normal ingest paths) in a store, and the archive of both."""
-    load_demo(fresh_db)
-    out = tmp_path / "gen"
-    gen.generate(out, seed=5, dns_queries_n=2000, page_loads_n=300, atlas_n=1500, campaign=CAMPAIGN)
-    gen.load(out, fresh_db, workers=1)
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
-    with psycopg.connect(fresh_db) as c:
-        arc.write(c, CAMPAIGN, str(tmp_path / "arch"))
-    return str(tmp_path / "arch")
+    normal ingest paths) in a store, and the archive of both; one per module (the tests only
+    read), in a database copied from the session's template as fresh_db does."""
+    from db import engine
+
+    name = f"t_sqlcli_{os.getpid()}"
+    admin = engine.database_url("owner", dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                  (engine.DB_NAME,))  # fmt: skip
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{engine.DB_NAME}"')
+    url = engine.database_url("owner", dbname=name)
+    tmp = tmp_path_factory.mktemp("sqlcli")
+    load_demo(url)
+    gen.generate(tmp / "gen", seed=5, dns_queries_n=2000, page_loads_n=300, atlas_n=1500, campaign=CAMPAIGN)
+    gen.load(tmp / "gen", url, workers=1)
+    with psycopg.connect(url) as c:
+        arc.write(c, CAMPAIGN, str(tmp / "arch"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DNSCAMP_DATABASE_NAME", name)
+        yield str(tmp / "arch")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_every_archived_view_gives_the_stores_rows(both):
