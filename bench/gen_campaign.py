@@ -43,9 +43,9 @@ import struct
 import sys
 import time
 import tomllib
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Iterator
 
 import numpy as np
 import orjson

@@ -5,9 +5,9 @@ docs/archive.md."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import psycopg
+import sqlalchemy.exc
 import typer
 from typer.core import TyperGroup
 
@@ -85,7 +85,7 @@ def restore_command(
     from db import migrate
 
     try:
-        migrate.upgrade(engine.sqlalchemy_url("owner"))
+        migrate.upgrade(engine.sqlalchemy_url("owner"))  # a new store gets its schema first
         stats, atlas = arc.restore(src, engine.database_url("writer"), owner_url=engine.database_url("owner"),
                                    workers=workers)  # fmt: skip
     except arc.ArchiveError as exc:
@@ -94,10 +94,10 @@ def restore_command(
         die(str(exc), code=1)
     except IngestError as exc:
         die(str(exc))
-    except Exception as exc:  # noqa: BLE001 - a store that cannot be reached: one line
-        if "OperationalError" in type(exc).__name__ or isinstance(exc, engine.StoreError):
-            _store_error(exc)
-        raise
+    except sqlalchemy.exc.OperationalError as exc:
+        _store_error(exc.orig or exc)
+    except (psycopg.OperationalError, engine.StoreError) as exc:
+        _store_error(exc)
     out = {**stats.as_json(), "atlas": atlas.as_json() if atlas else None}
     for reason in (stats.reasons + (atlas.reasons if atlas else []))[:20]:
         typer.echo(f"quarantined: {reason}", err=True)
@@ -107,5 +107,3 @@ def restore_command(
                   f"quarantined {atlas.quarantined}" if atlas else ""))  # fmt: skip
     raise typer.Exit(3 if stats.quarantined or (atlas and atlas.quarantined) else 0)
 
-
-_ = Path  # (typer resolves annotations at import)

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
