@@ -149,3 +149,22 @@ def test_experiment_specs_validate_and_the_reduced_one_is_smaller(name):
         size = lambda s: sum(len(u.params.get("names", [1])) * u.params.get("count", 1) * len(u.params.get("browsers", [1]))  # noqa: E731
                                  * len(u.params.get("dns", [1])) * u.params.get("probes", 1) for u in planner.plan(s, "x").units())
         assert size(small) < size(full)
+
+
+# -- experiment 4 ---------------------------------------------------------------------------------
+def test_coalescing_rtt_table_and_relative_increase():
+    from dnscamp.experiments import coalescing as xc
+
+    rows = [{"network_profile": p, "transport": t, "total_rtt_multiple": m}
+            for p, t, m in (("fiber", "do53", 1.0), ("4g", "do53", 1.1), ("fiber", "doh", 3.5), ("4g", "doh", 3.3))]
+    text = xc.rtt_table(rows)
+    do53 = next(x for x in text.splitlines() if x.startswith("do53"))
+    assert do53.split()[:9] == ["do53", "1", "1.0", "—", "1.2", "2", "1.1", "1.0", "1.1"]  # paper max 1.16 -> 1.2
+    load = lambda m, p, plt, status="ok": {"network_profile": p, "url": "https://www.single.test/", "dns_transport": m,  # noqa: E731
+                                           "status": status, "plt_ms": plt}
+    inc = xc.relative_increase([load("do53", "4g", 400), load("do53", "4g", 600), load("doh", "4g", 750),
+                                load("doq", "4g", 550), load("doq", "4g", None, "page_load_timeout"),
+                                load("doq", "fiber", 100)])  # no fiber baseline: no cell
+    assert inc == {("doh", "4g", "example"): 50.0, ("doq", "4g", "example"): 10.0}
+    hm = xc.heat_map(inc)
+    assert "DoH above DoQ in 1/1" in hm and "(reproduced)" in hm
