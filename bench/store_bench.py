@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 # Tables of the store and which kind they serve (None: every kind, shared by record count).
 TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_batches": None,
           "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly": "dns_query",
-          "generic_results": "generic"}  # fmt: skip
+          "result_counts": None, "generic_results": "generic"}  # fmt: skip
 
 # (name, SQL with {lo} = window start): the issue's and the dashboards' typical questions.
 QUERIES = {
