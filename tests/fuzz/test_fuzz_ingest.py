@@ -67,7 +67,8 @@ def stored_rows(conn: psycopg.Connection) -> dict[uuid.UUID, tuple]:
 
 def run_example(url: str, tmp: Path, lines: list[S.Line], gz: bool, final_newline: bool, v: S.Violations) -> int:
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("TRUNCATE results, quarantine")
+        c.execute("DELETE FROM results")  # a view over the compact tables since 0012: no TRUNCATE
+        c.execute("TRUNCATE quarantine")
     path = tmp / ("fuzz.jsonl.gz" if gz else "fuzz.jsonl")
     data = S.file_bytes(lines, final_newline)
     path.write_bytes(gzip.compress(data) if gz else data)
