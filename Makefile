@@ -17,9 +17,12 @@ lock:
 	@bash install/lock.sh
 
 ## demo: the default campaign on the testbed, into the embedded Postgres, ending with the report
+DEMO_RUN := demo-$(shell date -u +%Y%m%dT%H%M%SZ)
+REPORT_DIR = $$($(PY) -c 'from vantage_agent import paths; print(paths.home() / "report")')
 demo: deps
 	$(DNSCAMP) db up
-	$(DNSCAMP) campaign run campaigns/default.toml --run demo-$$(date -u +%Y%m%dT%H%M%SZ)
+	$(DNSCAMP) campaign run campaigns/default.toml --run $(DEMO_RUN)
+	@echo "report: $$($(DNSCAMP) report --html $(REPORT_DIR)/default --campaign default --run $(DEMO_RUN))"
 
 ## test: everything but the opt-in internet/atlas-live tests: linkem's Rust tests, then pytest
 test: deps
