@@ -252,3 +252,17 @@ def test_archive_writes_nothing_into_the_store_role_it_does_not_need(demo_db, tm
     with psycopg.connect(demo_db) as c:
         assert c.execute("SELECT count(*) FROM results").fetchone()[0] == n
     assert os.listdir(tmp_path / "a")
+
+
+def test_an_unreachable_store_is_one_line_and_exit_1(demo_db, tmp_path, monkeypatch):
+    dest = tmp_path / "a"
+    assert cli("archive", "--campaign", CAMPAIGN, str(dest))[0] == 0
+    down = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"
+    monkeypatch.setenv("DNSCAMP_DATABASE_URL", down)
+    monkeypatch.setenv("DNSCAMP_READER_URL", down)
+    for cmd in (("archive", "restore", str(dest)), ("archive", "--campaign", CAMPAIGN, str(tmp_path / "b")),
+                ("sql", "SELECT 1"), ("export", "--campaign", CAMPAIGN, str(tmp_path / "c"))):  # fmt: skip
+        code, _, err = cli(*cmd)
+        assert code == 1, (cmd, err)
+        assert "cannot reach the store" in err and len(err.strip().splitlines()) == 1, (cmd, err)
+    assert cli("sql", "--archive", str(dest), "SELECT count(*) FROM v_results")[0] == 0  # the archive needs no store
