@@ -51,6 +51,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--campaign", action="append", help="select these campaigns (default: All)")
     ap.add_argument("--atlas-campaign", action="append", help="select these Atlas campaigns (default: All)")
+    ap.add_argument("--dashboard", action="append", help="only these dashboard uids (default: all, public copies included)")
     ap.add_argument("--from", dest="time_from", help="ISO time (default: the first record's started_at)")
     ap.add_argument("--to", dest="time_to", help="ISO time (default: the last record's started_at)")
     args = ap.parse_args()
@@ -69,6 +70,8 @@ def main() -> int:
         print(f"store: PostgreSQL {server}, records {counts}, range {lo.isoformat()} .. {hi.isoformat()}, "
               f"$__interval {iv}, {args.repeat} runs per panel")
         for name, data in dashboards.build().items():
+            if args.dashboard and data["uid"] not in args.dashboard:
+                continue
             t0 = time.perf_counter()
             variables = resolve(conn, data, selected, lo, hi, interval=iv)
             var_ms = (time.perf_counter() - t0) * 1e3
