@@ -16,9 +16,10 @@ FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure st
 LIST = ", ".join(f"'{s}'" for s in FAILURES)
 
 
-def _stacked(group: str, alias: str, view: str, w: str) -> str:
+def _stacked(title: str, description: str, group: str, alias: str, view: str, w: str):
+    """Bars per ``group`` (shown as ``alias``), one stacked count per failure status."""
     cols = ",\n       ".join(f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in FAILURES)
-    return f"""
+    sql = f"""
 SELECT {group} AS {alias},
        {cols},
        count(*) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})) AS unclassified
@@ -26,6 +27,8 @@ FROM {view}
 {w}
 GROUP BY 1
 ORDER BY 1"""
+    columns = {alias: (alias, None)} | {s: (s, None) for s in FAILURES} | {"unclassified": ("status outside the taxonomy", None)}
+    return bar_panel(title, description, sql, columns, stacked=True)
 
 
 def dashboard():
@@ -67,15 +70,14 @@ FROM v_page_load
 {PW}
 GROUP BY 1, 2, 3
 ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
-    stacked_cols = {s: (s, None) for s in FAILURES} | {"unclassified": ("status outside the taxonomy", None)}
     rows = [
         ("DNS failures", [
-            bar_panel("Failures by status per transport", """
+            _stacked("Failures by status per transport", """
 Question: how does each transport fail? Count of DNS queries per failure status of the taxonomy
-(vantage_agent/errors.py), stacked per transport.""", _stacked("transport", "transport", "v_dns_query", W), {"transport": ("transport", None)} | stacked_cols, stacked=True),
-            bar_panel("Failures by status per resolver", """
+(vantage_agent/errors.py), stacked per transport.""", "transport", "transport", "v_dns_query", W),
+            _stacked("Failures by status per resolver", """
 Question: is one resolver the problem? The same counts stacked per resolver.""",
-                      _stacked("coalesce(resolver, 'none')", "resolver", "v_dns_query", W), {"resolver": ("resolver", None)} | stacked_cols, stacked=True),
+                     "coalesce(resolver, 'none')", "resolver", "v_dns_query", W),
             table_panel("Failure rate with counts", """
 Question: how often does each transport × resolver × profile fail, and out of how many queries?
 failed / n, with both counts shown (a rate without its count hides small samples).""", rates, {
@@ -98,9 +100,8 @@ both counts and the commonest status.""", page, {
                 "browser": ("browser", None), "dns_mode": ("DNS mode", None), "profile": ("profile", None),
                 "n": ("loads", None), "failed": ("failed", None), "failure_rate": ("failure rate", "percentunit"),
                 "commonest_status": ("commonest status", None)}),
-            bar_panel("Page-load failures by status per browser", """
-Question: how do page loads fail per browser? Count per failure status, stacked.""",
-                      _stacked("browser", "browser", "v_page_load", PW), {"browser": ("browser", None)} | stacked_cols, stacked=True),
+            _stacked("Page-load failures by status per browser", """
+Question: how do page loads fail per browser? Count per failure status, stacked.""", "browser", "browser", "v_page_load", PW),
         ]),
     ]
     return new_dashboard(UID, "Failure rates", __doc__.split("\n\n")[0], VARS, rows)

@@ -3,9 +3,10 @@ our SQL dataquery (the SDK has no Postgres/SQL dataquery type), the template var
 SQL filters, and one panel helper per visualisation kind. Panels read views (v_*) only.
 
 A panel names the columns it reads in its field config, so that tests can check them against
-what its SQL returns: table-like panels carry one ``byName`` override per column (its header
-and unit), XY charts name their x and y fields, and a time-series query returns ``time``,
-``metric`` (the series name) and one value column."""
+what its SQL returns: tables, bars, histograms, stats and XY charts carry one ``byName`` override
+per column (its header and unit), XY charts also the partitioning column; a time-series query
+returns ``time``, ``metric`` (the series name) and one value column, a heatmap ``time`` and one
+count column per bucket."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from grafana_foundation_sdk.models.dashboard import (
     DataSourceRef,
     DataTransformerConfig,
     DynamicConfigValue,
-    MatcherConfig,
     VariableOption,
     VariableRefresh,
     VariableSort,
