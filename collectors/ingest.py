@@ -147,7 +147,7 @@ def _open(path: Path):
 # --- records -> binary COPY rows (worker side) -------------------------------------------
 #
 # The compact store (migration 0012, docs/store.md "Layout"): a record is a row of
-# ``result_ids`` (id, started_at, content hash, batch, line: what dedup probes) and a row of
+# ``result_ids`` (id, content hash, batch, line: what dedup probes) and a row of
 # ``dns_queries`` (dns_query records: typed per-record columns, the rest of the body in a
 # shared ``dns_shapes`` row) or of ``generic_results`` (every other kind, and a dns_query
 # body that does not fit the typed columns: the body as jsonb). The envelope's repeated
@@ -179,7 +179,7 @@ DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response"
 DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
             "query_packets_sent", "query_packets_received")  # fmt: skip
 DNS_PER_RECORD = frozenset((*DNS_INT8, *DNS_INT4, "answers"))
-REGISTRY_COLUMNS = ("batch_id", "id", "started_at", "content_sha256", "source_line")
+REGISTRY_COLUMNS = ("batch_id", "id", "content_sha256", "source_line")
 DNS_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "unit", "status", "error",
                *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
 GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "id", "started_at", "unit", "kind", "status", "error", "body",
@@ -360,7 +360,7 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
     if env not in dims.environments:
         dims.environments[env] = env_json
     head = (rid.bytes, _int8(started_us))
-    reg = _fields((*head, digest, None if lineno is None else _int4(lineno)))
+    reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
     typed = envelope[2] == "dns_query" and dns_split(body)
     if typed:
         # the value's type is part of the key (5 == 5.0 == True in Python, not in JSON), and a

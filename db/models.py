@@ -110,7 +110,6 @@ class ResultId(Base):
     __tablename__ = "result_ids"
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    started_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
     # sha256 of the record's canonical JSON (collectors.ingest.content_hash): a different
     # record under a stored id is an id_conflict, the same one a duplicate.
     content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)

@@ -151,8 +151,8 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
 
 def _forge_timestamp(record, bad_line: int):
     """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 2 of the
-    item's rows, after the id) becomes -2**62 µs (before 4713 BC), which timestamptz's binary
-    input refuses."""
+    item's kind-table row, after the id) becomes -2**62 µs (before 4713 BC), which
+    timestamptz's binary input refuses."""
     import dataclasses
     import struct
 
@@ -162,8 +162,7 @@ def _forge_timestamp(record, bad_line: int):
         item = record(text, lineno, dims)
         if lineno == bad_line:
             pos = 4 + 16  # the id field
-            item = dataclasses.replace(item, reg=item.reg[:pos] + forged_ts + item.reg[pos + 12 :],
-                                       row=item.row[:pos] + forged_ts + item.row[pos + 12 :])
+            item = dataclasses.replace(item, row=item.row[:pos] + forged_ts + item.row[pos + 12 :])
         return item
 
     return forged

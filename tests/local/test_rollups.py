@@ -65,6 +65,15 @@ def test_rollups_equal_the_base_views(fresh_db, tmp_path):
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT sum(failures) FROM dns_hourly").fetchone()[0] > 30
         assert c.execute("SELECT count(*) FROM dns_hourly WHERE cardinality(buckets) > 3").fetchone()[0] > 10
+    # the documented percentile query (docs/store.md "Rollups") against the exact one
+    with psycopg.connect(fresh_db) as c:
+        approx = dict(c.execute(
+            "SELECT transport, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), 0.5) "
+            "FROM (SELECT transport, bucket, sum(n) AS n FROM v_dns_hourly_hist GROUP BY 1, 2) h GROUP BY transport"))
+        exact = dict(c.execute("SELECT transport, percentile_disc(0.5) WITHIN GROUP (ORDER BY total_ms) FROM v_dns_query "
+                               "WHERE status = 'ok' AND total_ms IS NOT NULL GROUP BY 1"))
+    assert set(approx) == set(exact) and len(exact) == 6
+    assert all(abs(approx[t] - exact[t]) <= 0.01 * exact[t] for t in exact), (approx, exact)
     # duplicates add nothing
     assert ingest([tmp_path], fresh_db).duplicates == first.ingested
     assert _check(fresh_db) == n

@@ -1,8 +1,8 @@
 """Compact store (issue 19) partitioned by time (issue 16): ``results`` (one wide row per
 record, ~2.4 KB with env and body as jsonb) becomes
 
-- ``result_ids``: id (primary key: what dedup and id_conflict probe), started_at, content
-  hash, ingest batch, source line;
+- ``result_ids``: id (primary key: what dedup and id_conflict probe), content hash, ingest
+  batch, source line;
 - ``dns_queries``: dns_query records, the per-query integers as typed columns, the rest of the
   body in a shared ``dns_shapes`` row (resolver, transport, qname, rcode...: few distinct);
 - ``generic_results``: every other kind, and dns_query bodies that do not fit the typed
@@ -96,7 +96,6 @@ CREATE TABLE ingest_batches (
 );
 CREATE TABLE result_ids (
     id uuid PRIMARY KEY,
-    started_at timestamptz NOT NULL,
     content_sha256 bytea,
     batch_id int NOT NULL,
     source_line int
@@ -175,8 +174,8 @@ BEGIN
     SELECT id INTO env FROM environments WHERE sha256 = env_sha;
     INSERT INTO ingest_batches (source_file, ingested_at) VALUES (NEW.source_file, COALESCE(NEW.ingested_at, now()))
     RETURNING id INTO batch;
-    INSERT INTO result_ids (id, started_at, content_sha256, batch_id, source_line)
-    VALUES (NEW.id, NEW.started_at, NEW.content_sha256, batch, NEW.source_line);
+    INSERT INTO result_ids (id, content_sha256, batch_id, source_line)
+    VALUES (NEW.id, NEW.content_sha256, batch, NEW.source_line);
     INSERT INTO generic_results (started_at, id, ctx_id, env_id, batch_id, unit, kind, status, error, body)
     VALUES (NEW.started_at, NEW.id, ctx, env, batch, NEW.unit, NEW.kind, NEW.status, NEW.error, NEW.body);
     RETURN NEW;

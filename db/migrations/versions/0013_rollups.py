@@ -42,8 +42,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
           FROM (SELECT * FROM unnest(b1, c1) UNION ALL SELECT * FROM unnest(b2, c2)) AS u(b, c)
           GROUP BY b HAVING sum(c) <> 0) AS s
 $$;
--- The q-quantile (nearest rank, as percentile_disc) of a histogram given as buckets and counts.
-CREATE FUNCTION dnscamp_hist_quantile(buckets int[], counts bigint[], q float8) RETURNS float8
+-- The q-quantile (nearest rank, as percentile_disc) of a histogram given as buckets and counts
+-- (numeric: what sum() of counts gives; integer arrays are cast to it).
+CREATE FUNCTION dnscamp_hist_quantile(buckets int[], counts numeric[], q float8) RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT dnscamp_hist_value(b)
     FROM (SELECT b, sum(c) OVER (ORDER BY b) AS cum, sum(c) OVER () AS total
@@ -168,6 +169,6 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER results_count_delete ON results")
     op.execute("DROP FUNCTION dnscamp_results_rollups()")
     op.execute("DROP TABLE result_counts, dns_hourly")
-    op.execute("DROP FUNCTION dnscamp_hist_quantile(int[], bigint[], float8), "
+    op.execute("DROP FUNCTION dnscamp_hist_quantile(int[], numeric[], float8), "
                "dnscamp_hist_merge(smallint[], int[], smallint[], int[]), dnscamp_hist_value(int), "
                "dnscamp_hist_bucket(float8)")  # fmt: skip

@@ -10,7 +10,7 @@ CREATE OR REPLACE VIEW v_dns_hourly AS
 SELECT h.hour, h.campaign, h.vantage_id, h.network_profile, h.resolver, h.transport,
        h.n, h.failures, h.failures::float8 / h.n AS failure_rate,
        (SELECT COALESCE(sum(c), 0) FROM unnest(h.counts) AS c)::bigint AS timed,
-       dnscamp_hist_quantile(h.buckets::int[], h.counts::bigint[], 0.5) AS p50_total_ms,
-       dnscamp_hist_quantile(h.buckets::int[], h.counts::bigint[], 0.9) AS p90_total_ms,
-       dnscamp_hist_quantile(h.buckets::int[], h.counts::bigint[], 0.99) AS p99_total_ms
+       dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.5) AS p50_total_ms,
+       dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.9) AS p90_total_ms,
+       dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.99) AS p99_total_ms
 FROM dns_hourly h;
