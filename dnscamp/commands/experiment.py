@@ -3,6 +3,7 @@ docs/experiments.md)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -43,6 +44,8 @@ def run_cmd(
     """Run the experiment's campaigns as `dnscamp campaign run` does (testbed, runner, ingest),
     then print its analysis."""
     mod = _module(name)
+    if os.geteuid() != 0:
+        die("experiments run on the testbed: they need root (network namespaces)")
     from testbed import topology
     from vantage_agent.paths import testbed_dir
 
