@@ -60,12 +60,11 @@ def table_bytes(conn: psycopg.Connection) -> dict[str, int]:
     """pg_total_relation_size (heap + TOAST + indexes) of every table of the schema; a
     partitioned table counts its partitions."""
     rows = conn.execute(
-        "SELECT c.relname, COALESCE((SELECT sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i "
-        "WHERE i.inhparent = c.oid), 0) + pg_total_relation_size(c.oid) FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+        "SELECT c.relname, (SELECT sum(pg_total_relation_size(t.relid)) FROM pg_partition_tree(c.oid) t) "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
         "AND c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition"
     ).fetchall()
-    return {name: int(size) for name, size in rows}
+    return {name: int(size or 0) for name, size in rows}
 
 
 def timed(fn, runs: int) -> tuple[float, float, object]:
