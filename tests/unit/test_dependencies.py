@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("dnscamp", "vantage_agent", "db", "collectors", "testbed", "atlas")
+PRODUCT = ("dnscamp", "vantage_agent", "db", "collectors", "testbed", "atlas", "dashboards")
 DEV = ("tests", "bench")
 # Declared but imported by nothing, and why (a reason, or the declaration goes).
 NOT_IMPORTED = {
