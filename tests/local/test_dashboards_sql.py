@@ -66,10 +66,10 @@ def run_panels(url: str, selected: dict[str, tuple[str, ...]], time_range) -> di
     return out
 
 
-def shape_problems(results) -> list[str]:
+def shape_problems(results, built=BUILT) -> list[str]:
     """Panels whose result lacks what the panel reads."""
     bad = []
-    panels = {(n, p["title"]): p for n, d in BUILT.items() for p in dashboards.panel_list(d)}
+    panels = {(n, p["title"]): p for n, d in built.items() for p in dashboards.panel_list(d)}
     for key, (cols, rows) in results.items():
         p = panels[key]
         if p["type"] in ("timeseries", "heatmap"):
@@ -101,6 +101,20 @@ def test_every_panel_runs_as_the_reader_and_returns_the_demo_campaigns_rows(demo
     assert shape_problems(results) == []
     empty = {(name.replace("-public", ""), title) for (name, title), (_, rows) in results.items() if not rows}
     assert empty == EMPTY_ON_DEMO  # the public copies (no variables) likewise
+
+
+def test_the_shape_check_catches_a_panel_naming_a_column_its_query_lacks(demo_db):
+    import copy
+
+    results = run_panels(demo_db, {"campaign": (CAMPAIGN,)}, DEMO_RANGE)
+    built = copy.deepcopy(BUILT)
+    table = next(p for p in dashboards.panel_list(built["dnscamp-dns.json"]) if p["type"] == "table")
+    table["fieldConfig"]["overrides"][0]["matcher"]["options"] = "no_such_column"
+    ts = next(p for p in dashboards.panel_list(built["dnscamp-health.json"]) if p["type"] == "timeseries")
+    key = ("dnscamp-health.json", ts["title"])
+    results[key] = (results[key][0] + ["extra"], [(*r, 1) for r in results[key][1]])  # two value columns
+    bad = shape_problems(results, built)
+    assert len(bad) == 2 and "no_such_column" in bad[0] and "columns" in bad[1]
 
 
 def test_the_demo_numbers_come_through(demo_db):
