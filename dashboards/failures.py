@@ -9,9 +9,12 @@ from vantage_agent.errors import OK, statuses
 from dashboards.panels import bar_panel, new_dashboard, table_panel, time_series, where
 
 UID = "dnscamp-failures"
-VARS = ("campaign", "vantage", "region", "profile", "resolver", "transport", "browser")
+VARS = ("campaign", "region", "vantage", "profile", "resolver", "transport", "browser")
 W = where(*VARS[:-1])  # DNS panels: no browser
-PW = where("campaign", "vantage", "region", "profile", "browser")  # page-load panels: no resolver or transport
+# over the rollup (v_dns_hourly: records and failures per hour); the vantage variable carries
+# the region selection, the time range applies to whole hours
+RW = where("campaign", "vantage", "profile", "resolver", "transport", time="hour")
+PW = where("campaign", "region", "vantage", "profile", "browser")  # page-load panels: no resolver or transport
 FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure statuses
 LIST = ", ".join(f"'{s}'" for s in FAILURES)
 
@@ -34,18 +37,18 @@ ORDER BY 1"""
 def dashboard():
     rates = f"""
 SELECT transport, coalesce(resolver, 'none') AS resolver, coalesce(network_profile, 'none') AS profile,
-       count(*) AS n,
-       count(*) FILTER (WHERE status <> 'ok') AS failed,
-       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate
-FROM v_dns_query
-{W}
+       sum(n) AS n,
+       sum(failures) AS failed,
+       sum(failures)::float8 / sum(n) AS failure_rate
+FROM v_dns_hourly
+{RW}
 GROUP BY 1, 2, 3
 ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
     over_time = f"""
-SELECT $__timeGroup(started_at, $__interval) AS time, transport AS metric,
-       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate
-FROM v_dns_query
-{W}
+SELECT $__timeGroup(hour, $__interval) AS time, transport AS metric,
+       sum(failures)::float8 / sum(n) AS failure_rate
+FROM v_dns_hourly
+{RW}
 GROUP BY 1, 2
 ORDER BY 1, 2"""
     top_names = f"""
@@ -84,7 +87,8 @@ failed / n, with both counts shown (a rate without its count hides small samples
                 "transport": ("transport", None), "resolver": ("resolver", None), "profile": ("profile", None),
                 "n": ("queries", None), "failed": ("failed", None), "failure_rate": ("failure rate", "percentunit")}),
             time_series("Failure rate over time per transport", """
-Question: are failures bursts (an outage) or constant? failed / all queries per time bucket and transport.""",
+Question: are failures bursts (an outage) or constant? failed / all queries per time bucket (at least
+an hour) and transport, from the hourly rollup.""",
                         over_time, unit="percentunit"),
             table_panel("Top failing names", """
 Question: which names fail, over which transport and resolver, and how? The 25 (qname, transport,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dashboards.panels import bar_panel, new_dashboard, stat_panel, table_panel, time_series, where
 
 UID = "dnscamp-health"
-VARS = ("campaign", "vantage", "atlas_campaign")
+VARS = ("campaign", "region", "vantage", "atlas_campaign")
 W = where("campaign", "vantage")
 LAG = "extract(epoch FROM ingested_at - started_at)"  # seconds from measurement to the store
 

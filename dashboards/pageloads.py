@@ -10,7 +10,7 @@ from vantage_agent.pageload.dnsmode import TRANSPORTS
 from dashboards.panels import bar_panel, histogram_panel, new_dashboard, table_panel, where, xy_panel
 
 UID = "dnscamp-pageloads"
-VARS = ("campaign", "vantage", "region", "profile", "browser", "dns_mode")
+VARS = ("campaign", "region", "vantage", "profile", "browser", "dns_mode")
 W = where(*VARS) + "\n  AND status = 'ok'"
 OTHERS = [t for t in TRANSPORTS if t != "do53"]  # compared with Do53
 HTTP = ("h2", "h3")

@@ -71,14 +71,17 @@ def _distinct(expr: str, view: str, where: str) -> str:
 
 
 CAMPAIGN = "campaign = ANY(ARRAY[${campaign:sqlstring}]::text[])"
+REGION = "coalesce(region, 'none') = ANY(ARRAY[${region:sqlstring}]::text[])"
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
     "campaign": ("Campaign", _distinct("campaign", "v_results", "$__timeFilter(started_at)"),
                  "Campaigns with records in the time range."),
-    "vantage": ("Vantage", _distinct("vantage_id", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
-                "Vantage points of the selected campaigns."),
     "region": ("Region", _distinct("coalesce(region, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
                "Vantage regions ('none' when a record has none)."),
+    # chained to the region: the rollups (v_dns_hourly*) have vantages, not regions, so panels
+    # over them filter regions through the vantages of the selected regions
+    "vantage": ("Vantage", _distinct("vantage_id", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN} AND {REGION}"),
+                "Vantage points of the selected campaigns and regions."),
     "profile": ("Network profile",
                 _distinct("coalesce(network_profile, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
                 "Emulated or real access-network profiles ('none' when a record has none)."),
@@ -97,7 +100,7 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
 FILTERS = {
     "campaign": CAMPAIGN,
     "vantage": "vantage_id = ANY(ARRAY[${vantage:sqlstring}]::text[])",
-    "region": "coalesce(region, 'none') = ANY(ARRAY[${region:sqlstring}]::text[])",
+    "region": REGION,
     "profile": "coalesce(network_profile, 'none') = ANY(ARRAY[${profile:sqlstring}]::text[])",
     "resolver": "coalesce(resolver, 'none') = ANY(ARRAY[${resolver:sqlstring}]::text[])",
     "transport": "transport = ANY(ARRAY[${transport:sqlstring}]::text[])",

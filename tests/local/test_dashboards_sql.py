@@ -129,8 +129,23 @@ def test_the_demo_numbers_come_through(demo_db):
                < 1e-9 for row in rows)
     cols, rows = r[("dnscamp-health.json", "Per vantage: units run, last measurement, ingest lag")]
     assert [row[cols.index("vantage_id")] for row in rows] == ["testbed"] and rows[0][cols.index("records")] == 113
-    cols, rows = r[("dnscamp-failures.json", "Failure rate with counts")]
-    assert {row[cols.index("failed")] for row in rows} == {0}
+    cols, rows = r[("dnscamp-failures.json", "Failure rate with counts")]  # from the hourly rollup
+    assert {row[cols.index("failed")] for row in rows} == {0} and sum(row[cols.index("n")] for row in rows) == 60
+
+
+def test_percentiles_read_from_the_rollup_match_the_records(demo_db):
+    """The time series' medians come from the hourly histogram: within its 1 % of the exact
+    percentile_disc of the same queries (docs/store.md, Rollups)."""
+    r = run_panels(demo_db, {"campaign": (CAMPAIGN,)}, DEMO_RANGE)
+    _, rows = r[("dnscamp-dns.json", "Median and p90 resolution time")]
+    got = {metric: v for _, metric, v in rows if metric.endswith(" p50")}
+    with psycopg.connect(demo_db) as c:
+        exact = dict(c.execute(
+            "SELECT transport || ' · ' || coalesce(resolver, 'none') || ' · ' || coalesce(network_profile, 'none') || ' p50',"
+            " percentile_disc(0.5) WITHIN GROUP (ORDER BY total_ms) FROM v_dns_query WHERE campaign = %s AND status = 'ok'"
+            " GROUP BY 1", (CAMPAIGN,)).fetchall())
+    assert set(got) == set(exact) and len(got) >= 10
+    assert all(abs(got[k] - exact[k]) <= 0.01 * exact[k] for k in got), {k: (got[k], exact[k]) for k in got}
 
 
 def test_variables_filter_and_survive_hostile_values(demo_db):
