@@ -163,7 +163,6 @@ COPY_TRAILER = struct.pack(">h", -1)
 _NULL = struct.pack(">i", -1)
 _int4 = struct.Struct(">i").pack
 _int8 = struct.Struct(">q").pack
-_I4_FIELD = struct.Struct(">ii").pack  # length 4, value
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)  # timestamptz is int8 microseconds from here
 _US = timedelta(microseconds=1)
 _JSONB_V1 = b"\x01"  # jsonb's binary format: a version byte, then the JSON text (json's: the text)
@@ -229,7 +228,7 @@ def sha(data: bytes) -> bytes:
 
 
 _F8 = struct.Struct(">iq").pack  # a binary COPY int8 field: length 8, value
-_F4 = struct.Struct(">ii").pack
+_F4 = struct.Struct(">ii").pack  # an int4 field: length 4, value
 
 
 class _Misfit(Exception):
@@ -282,7 +281,7 @@ class Item:
     row: bytes
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
     status: str
-    hourly: tuple | None  # a dns_query's dns_hourly key and histogram bucket (`rollup`)
+    hourly: bytes | None  # a dns_query's dns_hourly row (`rollup`)
 
 
 # --- rollups (migration 0013_rollups, docs/store.md "Rollups") --------------------------------
@@ -310,18 +309,24 @@ def _text(v: Any) -> str | None:
     return v if v is None or v.__class__ is str else canonical_json(v).decode()
 
 
-def rollup(envelope: list, body: dict) -> tuple:
-    """A dns_query record's dns_hourly key (hour in µs since 2000, campaign, vantage, profile,
-    resolver, transport), whether it failed, and the bucket of its total_ms (None: not counted:
-    failed, or without both timestamps)."""
+HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "failed", "bucket")
+_HOURLY_START = struct.pack(">h", len(HOURLY_COLUMNS))
+_TRUE, _FALSE = struct.pack(">ib", 1, 1), struct.pack(">ib", 1, 0)
+
+
+def rollup(envelope: list, body: dict) -> bytes:
+    """A dns_query record's contribution to dns_hourly as a binary COPY row of HOURLY_COLUMNS:
+    its key (UTC hour, campaign, vantage, profile, resolver, transport), whether it failed,
+    and the bucket of its total_ms (NULL when not counted: failed, or without both
+    timestamps). Postgres sums a batch's rows (`_add_rollups`)."""
     ok = envelope[11] == "ok"
-    bucket = None
+    bucket = _NULL
     t0, t1 = body.get("t_start"), body.get("t_response")
     if ok and t0.__class__ is int and t1.__class__ is int:
-        bucket = hist_bucket(float(t1 - t0) / 1e6)
-    key = (envelope[10] // _HOUR_US * _HOUR_US, envelope[3], envelope[6], envelope[9],
-           _text(body.get("resolver")), _text(body.get("transport")))  # fmt: skip
-    return key, not ok, bucket
+        bucket = _F4(4, hist_bucket(float(t1 - t0) / 1e6))
+    return b"".join((_HOURLY_START, _fields((_int8(envelope[10] // _HOUR_US * _HOUR_US), envelope[3], envelope[6],
+                     envelope[9], _text(body.get("resolver")), _text(body.get("transport")))),
+                     _FALSE if ok else _TRUE, bucket))  # fmt: skip
 
 
 # Per-process caches of dimension hashes (a worker sees the same contexts, environments and
@@ -584,12 +589,12 @@ _QUARANTINE = (
 _DIM_SQL = {
     "contexts": (
         "INSERT INTO contexts (sha256, schema, kind, campaign, run, vantage_id, provider, region, network_profile) "
-        "SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-        "%s::text[], %s::text[]) ORDER BY 1 ON CONFLICT (sha256) DO NOTHING"
+        "SELECT * FROM unnest(%b::bytea[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+        "%b::text[], %b::text[]) ORDER BY 1 ON CONFLICT (sha256) DO NOTHING"
     ),
-    "environments": "INSERT INTO environments (sha256, env) SELECT * FROM unnest(%s::bytea[], %s::json[]) ORDER BY 1 "
+    "environments": "INSERT INTO environments (sha256, env) SELECT * FROM unnest(%b::bytea[], %b::json[]) ORDER BY 1 "
     "ON CONFLICT (sha256) DO NOTHING",
-    "dns_shapes": "INSERT INTO dns_shapes (sha256, body) SELECT * FROM unnest(%s::bytea[], %s::json[]) ORDER BY 1 "
+    "dns_shapes": "INSERT INTO dns_shapes (sha256, body) SELECT * FROM unnest(%b::bytea[], %b::json[]) ORDER BY 1 "
     "ON CONFLICT (sha256) DO NOTHING",
 }
 
@@ -622,7 +627,7 @@ class Store:
                 cols = [[new[k].decode() for k in keys]]
             with self.conn.transaction(), self.conn.cursor() as cur:
                 cur.execute(_DIM_SQL[table], (keys, *cols))
-                cur.execute(f"SELECT sha256, id FROM {table} WHERE sha256 = ANY(%s)", (keys,))
+                cur.execute(f"SELECT sha256, id FROM {table} WHERE sha256 = ANY(%b)", (keys,))
                 self.ids[table].update((bytes(s), i) for s, i in cur.fetchall())
         months = {it.month for it in p.rows} - self.months
         for m in sorted(months):
@@ -633,14 +638,14 @@ class Store:
 
     def copy(self, cur: psycopg.Cursor, items: list[Item], batch: int) -> int:
         """COPY the items into result_ids and their kind tables; the count COPY reports is checked."""
-        b = _I4_FIELD(4, batch)
+        b = _F4(4, batch)
         ctx, env, shape = self.ids["contexts"], self.ids["environments"], self.ids["dns_shapes"]
         i4: dict[int, bytes] = {}
 
         def f(i: int) -> bytes:
             v = i4.get(i)
             if v is None:
-                v = i4[i] = _I4_FIELD(4, i)
+                v = i4[i] = _F4(4, i)
             return v
 
         rows: dict[int, list[bytes]] = {DNS: [], GENERIC: []}
@@ -656,17 +661,29 @@ class Store:
         return len(items)
 
 
-_HOURLY_UPSERT = (
-    "INSERT INTO dns_hourly (hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, "
-    "buckets, counts) SELECT u.h, u.c, u.v, u.p, u.r, u.t, u.n, u.f, u.b::smallint[], u.k::int[] "
-    "FROM unnest(%s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-    "%s::bigint[], %s::text[], %s::text[]) AS u(h, c, v, p, r, t, n, f, b, k) ORDER BY 1, 2, 3, 4, 5, 6 "
-    "ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDED.n, "
-    "failures = dns_hourly.failures + EXCLUDED.failures, (buckets, counts) = (SELECT m.buckets, m.counts FROM "
-    "dnscamp_hist_merge(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)"
+# A batch's dns_hourly rows are COPYed into a temporary table and summed by Postgres; the
+# result_counts increments (few keys) are summed here. %b: binary parameters (psycopg's text
+# array dumper quotes every element with a regex).
+_HOURLY_TEMP = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_hourly_in (hour timestamptz, campaign text, vantage_id text, "
+    "network_profile text, resolver text, transport text, failed boolean, bucket int) ON COMMIT DELETE ROWS"
 )
+_HOURLY_UPSERT = """
+INSERT INTO dns_hourly (hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, buckets, counts)
+SELECT hour, campaign, vantage_id, network_profile, resolver, transport, sum(n), sum(f),
+       COALESCE(array_agg(bucket ORDER BY bucket) FILTER (WHERE bucket IS NOT NULL), '{}'),
+       COALESCE(array_agg(n ORDER BY bucket) FILTER (WHERE bucket IS NOT NULL), '{}')
+FROM (SELECT hour, campaign, vantage_id, network_profile, resolver, transport, bucket, count(*) AS n,
+             count(*) FILTER (WHERE failed) AS f
+      FROM dnscamp_hourly_in GROUP BY 1, 2, 3, 4, 5, 6, 7) AS k
+GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDED.n,
+    failures = dns_hourly.failures + EXCLUDED.failures,
+    (buckets, counts) = (SELECT m.buckets, m.counts
+                         FROM dnscamp_hist_merge(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
+"""
 _COUNTS_UPSERT = (
-    "INSERT INTO result_counts (ctx_id, status, n) SELECT * FROM unnest(%s::int[], %s::text[], %s::bigint[]) "
+    "INSERT INTO result_counts (ctx_id, status, n) SELECT * FROM unnest(%b::int[], %b::text[], %b::bigint[]) "
     "ORDER BY 1, 2 ON CONFLICT ON CONSTRAINT pk_result_counts DO UPDATE SET n = result_counts.n + EXCLUDED.n"
 )
 
@@ -674,28 +691,17 @@ _COUNTS_UPSERT = (
 def _add_rollups(cur: psycopg.Cursor, items: list[Item], ctx_ids: dict[bytes, int]) -> None:
     """The batch's new records into the rollups (dns_hourly, result_counts), in the batch's
     transaction; keys in one order so that two ingests cannot deadlock."""
-    hourly: dict[tuple, list] = {}
     counts: dict[tuple, int] = {}
+    hourly = []
     for it in items:
         k = (ctx_ids[it.ctx], it.status)
         counts[k] = counts.get(k, 0) + 1
         if it.hourly is not None:
-            key, failed, bucket = it.hourly
-            h = hourly.get(key)
-            if h is None:
-                h = hourly[key] = [0, 0, {}]
-            h[0] += 1
-            h[1] += failed
-            if bucket is not None:
-                h[2][bucket] = h[2].get(bucket, 0) + 1
+            hourly.append(it.hourly)
     if hourly:
-        cols: list[list] = [[] for _ in range(10)]
-        for key, (n, f, hist) in hourly.items():
-            bs = sorted(hist)
-            for col, v in zip(cols, (PG_EPOCH + key[0] * _US, *key[1:], n, f, "{%s}" % ",".join(map(str, bs)),
-                                     "{%s}" % ",".join(str(hist[b]) for b in bs))):  # fmt: skip
-                col.append(v)
-        cur.execute(_HOURLY_UPSERT, cols)
+        cur.execute(_HOURLY_TEMP)
+        _copy(cur, f"COPY dnscamp_hourly_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", hourly)
+        cur.execute(_HOURLY_UPSERT)
     cur.execute(_COUNTS_UPSERT, [list(c) for c in zip(*((*k, n) for k, n in counts.items()))])
 
 
