@@ -55,7 +55,7 @@ def rtt_table(rows: Iterable[dict]) -> str:
     head = ["transport", "expected", "paper p50", "paper min", "paper max", "n", "ours p50", "ours min", "ours max",
             *[f"p50 {p}" for p in profiles]]
     return "\n".join([f"DNS exchange time (handshake + query) in access RTTs, fresh connections "
-                      f"(paper: {PAPER_REF} §V-B, Fig. 5)", table(head, out)])
+                      f"(paper: {PAPER_REF} §V-B, Fig. 5)", table(head, out, nd=2)])
 
 
 def relative_increase(rows: Iterable[dict]) -> dict[tuple[str, str, str], float]:

@@ -67,11 +67,11 @@ def fmt(v: Any, nd: int = 1) -> str:
     return str(v)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain-text table for stdout: numbers right-aligned, text left-aligned."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], nd: int = 1) -> str:
+    """A plain-text table for stdout: numbers right-aligned (``nd`` decimals), text left-aligned."""
     rows = [list(r) for r in rows]
     num = [all(isinstance(r[i], int | float) or r[i] is None for r in rows) for i in range(len(headers))]
-    cells = [[str(h) for h in headers]] + [[fmt(c) for c in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [[fmt(c, nd) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     out = []
     for k, r in enumerate(cells):

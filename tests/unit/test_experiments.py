@@ -159,7 +159,7 @@ def test_coalescing_rtt_table_and_relative_increase():
             for p, t, m in (("fiber", "do53", 1.0), ("4g", "do53", 1.1), ("fiber", "doh", 3.5), ("4g", "doh", 3.3))]
     text = xc.rtt_table(rows)
     do53 = next(x for x in text.splitlines() if x.startswith("do53"))
-    assert do53.split()[:9] == ["do53", "1", "1.0", "—", "1.2", "2", "1.1", "1.0", "1.1"]  # paper max 1.16 -> 1.2
+    assert do53.split()[:9] == ["do53", "1", "1.03", "—", "1.16", "2", "1.05", "1.00", "1.10"]
     load = lambda m, p, plt, status="ok": {"network_profile": p, "url": "https://www.single.test/", "dns_transport": m,  # noqa: E731
                                            "status": status, "plt_ms": plt}
     inc = xc.relative_increase([load("do53", "4g", 400), load("do53", "4g", 600), load("doh", "4g", 750),
