@@ -22,7 +22,7 @@ def imports_of(folder: str) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("folder", ["vantage_agent", "db", "collectors", "testbed", "atlas"])
+@pytest.mark.parametrize("folder", ["vantage_agent", "db", "collectors", "testbed", "atlas", "dashboards"])
 def test_nothing_imports_dnscamp(folder):
     if not (ROOT / folder).exists():
         pytest.fail(f"{folder}/ is missing")
