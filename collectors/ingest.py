@@ -368,11 +368,10 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
     reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
     typed = envelope[2] == "dns_query" and dns_split(body)
     if typed:
-        # the value's type is part of the key (5 == 5.0 == True in Python, not in JSON), and a
-        # float is its hex form (-0.0 == 0.0)
-        key = ("shape", *((k, v.__class__, v.hex() if v.__class__ is float else v)
-                          for k, v in body.items() if k not in DNS_PER_RECORD))
-        shape, shape_json = _cached(key, lambda: canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD}))
+        # keyed by its canonical JSON (a cache keyed by the values would need their types:
+        # 5 == 5.0 == True and 0.0 == -0.0 in Python, not in JSON; and would cost as much)
+        shape_json = canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD})
+        shape = sha(shape_json)
         if shape not in dims.shapes:
             dims.shapes[shape] = shape_json
         row = _fields((*head, envelope[5], envelope[11], envelope[12])) + typed
@@ -382,10 +381,21 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         exact = body_json if _JSONB_LOSSY.search(body_json) else None
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
-    t = PG_EPOCH + started_us * _US  # UTC
     hourly = rollup(envelope, body) if envelope[2] == "dns_query" else None
-    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, t.year * 12 + t.month - 1,
-                envelope[11], hourly)
+    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11], hourly)
+
+
+_MONTHS: dict[int, int] = {}
+
+
+def _month(started_us: int) -> int:
+    """year * 12 + month - 1 (UTC) of a started_at in µs since 2000, cached by day."""
+    day = started_us // 86_400_000_000
+    m = _MONTHS.get(day)
+    if m is None:
+        t = PG_EPOCH + timedelta(days=day)
+        m = _MONTHS[day] = t.year * 12 + t.month - 1
+    return m
 
 
 def _has_nul(v: Any) -> bool:
