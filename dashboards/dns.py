@@ -13,10 +13,6 @@ from dashboards.panels import (bar_panel, heatmap_panel, histogram_panel, new_da
 UID = "dnscamp-dns"
 VARS = ("campaign", "region", "vantage", "profile", "resolver", "transport")
 W = where(*VARS) + "\n  AND status = 'ok'"
-# over the rollup (v_dns_hourly_hist: ok queries' total_ms, hourly): no region column, the
-# vantage variable carries the region selection; the time range applies to whole hours
-RW = where("campaign", "vantage", "profile", "resolver", "transport", time="hour")
-QUANTILE = "dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), {q})"
 # how the query's connection was set up: reused (no handshake), resumed (TLS/QUIC resumption), fresh
 CONN = "CASE WHEN connection_reused THEN 'reuse' WHEN resumed THEN 'resume' ELSE 'fresh' END"
 MODES = ("fresh", "reuse", "resume")
@@ -30,19 +26,17 @@ def _by_mode(expr: str, suffix: str) -> str:
 
 
 def _heat_sql() -> str:
-    """Counts per time bucket and log2 bucket of total_ms, summed from the rollup's histogram
-    (its 2 %-wide buckets assigned by their middle value)."""
     cols, prev = [], None
     for b in HEAT_BOUNDS:
         cond = f"total_ms <= {b}" if prev is None else f"total_ms > {prev} AND total_ms <= {b}"
-        cols.append(f'coalesce(sum(n) FILTER (WHERE {cond}), 0) AS "{b}"')
+        cols.append(f'count(*) FILTER (WHERE {cond}) AS "{b}"')
         prev = b
-    cols.append(f'coalesce(sum(n) FILTER (WHERE total_ms > {prev}), 0) AS "+Inf"')
+    cols.append(f'count(*) FILTER (WHERE total_ms > {prev}) AS "+Inf"')
     return f"""
-SELECT $__timeGroup(hour, $__interval) AS time,
+SELECT $__timeGroup(started_at, $__interval) AS time,
        {(',' + chr(10) + '       ').join(cols)}
-FROM v_dns_hourly_hist
-{RW}
+FROM v_dns_query
+{W}
 GROUP BY 1
 ORDER BY 1"""
 
@@ -51,13 +45,11 @@ def dashboard():
     over_time = f"""
 SELECT t.time, t.series || ' ' || s.stat AS metric, s.value_ms
 FROM (
-  SELECT time, series, {QUANTILE.format(q=0.5)} AS p50, {QUANTILE.format(q=0.9)} AS p90
-  FROM (
-    SELECT $__timeGroup(hour, $__interval) AS time, {SERIES} AS series, bucket, sum(n) AS n
-    FROM v_dns_hourly_hist
-    {RW}
-    GROUP BY 1, 2, 3
-  ) h
+  SELECT $__timeGroup(started_at, $__interval) AS time, {SERIES} AS series,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) AS p50,
+         percentile_cont(0.9) WITHIN GROUP (ORDER BY total_ms) AS p90
+  FROM v_dns_query
+  {W}
   GROUP BY 1, 2
 ) t CROSS JOIN LATERAL (VALUES ('p50', t.p50), ('p90', t.p90)) AS s(stat, value_ms)
 ORDER BY 1, 2"""
@@ -118,7 +110,7 @@ ORDER BY transport"""
             time_series("Median and p90 resolution time", """
 Question: how long does a resolution take, per transport, resolver and network profile, and does it
 drift over the campaign? total_ms = response - start (handshakes included), median and p90 per
-time bucket (at least an hour), read from the hourly rollup's histogram (within 1 % of exact).""", over_time),
+time bucket.""", over_time),
             bar_panel("Median resolution time: fresh / reuse / resume", """
 Question: what does connection setup cost each transport? Median total_ms of queries on a fresh
 connection, a reused one, and a resumed TLS/QUIC session, side by side.""", by_mode, modes, unit="ms"),
@@ -133,8 +125,8 @@ connection mode (Grafana has no CDF panel; thinned to ~200 points per curve)."""
                      cdf, {"total_ms": ("resolution time", "ms"), "cdf": ("share of queries", "percentunit")},
                      series_by="series"),
             heatmap_panel("Resolution time over time (log2 buckets)", """
-Question: does the distribution move over time? Counts of queries per time bucket (at least an
-hour) and log2 bucket of total_ms (the bucket's upper bound in ms), from the hourly rollup.""", _heat_sql()),
+Question: does the distribution move over time? Counts of queries per time bucket and log2 bucket of
+total_ms (the bucket's upper bound in ms).""", _heat_sql()),
         ]),
         ("Cost in round trips and bytes", [
             bar_panel("Resolution time in multiples of the access RTT", """
