@@ -477,12 +477,37 @@ class Dims:
 
 @dataclass
 class Parsed:
+    """A chunk's records as columns of `Item` fields (lists of bytes and ints: cheap to send
+    from a parser process, unlike one object per record)."""
+
     ids: list[str] = field(default_factory=list)
     hashes: list[bytes] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
-    rows: list[Item] = field(default_factory=list)
+    rows: list[bytes] = field(default_factory=list)  # the kind table's COPY fields (Item.row)
+    tables: list[int] = field(default_factory=list)
+    ctxs: list[bytes] = field(default_factory=list)
+    envs: list[bytes] = field(default_factory=list)
+    shapes: list[bytes | None] = field(default_factory=list)
+    regs: list[bytes] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    hourly: list[bytes | None] = field(default_factory=list)
+    months: set[int] = field(default_factory=set)
     dims: Dims = field(default_factory=Dims)
     bad: list[tuple[str, int, str, str]] = field(default_factory=list)  # (file, line, reason, raw)
+
+    def add(self, it: Item) -> None:
+        self.ids.append(it.rid)
+        self.hashes.append(it.digest)
+        self.lines.append(it.line)
+        self.rows.append(it.row)
+        self.tables.append(it.table)
+        self.ctxs.append(it.ctx)
+        self.envs.append(it.env)
+        self.shapes.append(it.shape)
+        self.regs.append(it.reg)
+        self.statuses.append(it.status)
+        self.hourly.append(it.hourly)
+        self.months.add(it.month)
 
 
 def _parse_chunk(chunk: Chunk) -> Parsed:
@@ -505,10 +530,7 @@ def _parse_chunk(chunk: Chunk) -> Parsed:
             reason = quarantine_text(reason.encode("utf-8", "backslashreplace"))  # may quote the line
             out.bad.append((chunk.source, lineno, reason, quarantine_text(text)))
             continue
-        out.ids.append(item.rid)
-        out.hashes.append(item.digest)
-        out.lines.append(lineno)
-        out.rows.append(item)
+        out.add(item)
     out.bad.extend((chunk.source, ln, reason, raw) for ln, reason, raw in chunk.bad)
     return out
 
@@ -639,15 +661,16 @@ class Store:
                 cur.execute(_DIM_SQL[table], (keys, *cols))
                 cur.execute(f"SELECT sha256, id FROM {table} WHERE sha256 = ANY(%b)", (keys,))
                 self.ids[table].update((bytes(s), i) for s, i in cur.fetchall())
-        months = {it.month for it in p.rows} - self.months
+        months = p.months - self.months
         for m in sorted(months):
             with self.conn.transaction():
                 self.conn.execute("SELECT dnscamp_ensure_partitions(make_timestamptz(%s, %s, 1, 0, 0, 0, 'UTC'))",
                                   (m // 12, m % 12 + 1))
             self.months.add(m)
 
-    def copy(self, cur: psycopg.Cursor, items: list[Item], batch: int) -> int:
-        """COPY the items into result_ids and their kind tables; the count COPY reports is checked."""
+    def copy(self, cur: psycopg.Cursor, p: Parsed, idx: list[int], batch: int) -> int:
+        """COPY records ``idx`` of ``p`` into result_ids and their kind tables; the count COPY
+        reports is checked."""
         b = _F4(4, batch)
         ctx, env, shape = self.ids["contexts"], self.ids["environments"], self.ids["dns_shapes"]
         i4: dict[int, bytes] = {}
@@ -659,16 +682,17 @@ class Store:
             return v
 
         rows: dict[int, list[bytes]] = {DNS: [], GENERIC: []}
-        for it in items:
-            head = (_ROW_START[it.table], f(ctx[it.ctx]), f(env[it.env]), b)
-            rows[it.table].append(b"".join((*head, f(shape[it.shape]), it.row) if it.shape else (*head, it.row)))
-        _copy(cur, _COPY_REGISTRY, [b"".join((_REG_START, b, it.reg)) for it in items])
+        for i in idx:
+            t, sh = p.tables[i], p.shapes[i]
+            head = (_ROW_START[t], f(ctx[p.ctxs[i]]), f(env[p.envs[i]]), b)
+            rows[t].append(b"".join((*head, f(shape[sh]), p.rows[i]) if sh else (*head, p.rows[i])))
+        _copy(cur, _COPY_REGISTRY, [b"".join((_REG_START, b, p.regs[i])) for i in idx])
         for table, data in rows.items():
             if data:
                 _copy(cur, _COPY[table], data)
         if self.rollups:
-            _add_rollups(cur, items, ctx)
-        return len(items)
+            _add_rollups(cur, p, idx, ctx)
+        return len(idx)
 
 
 # A batch's dns_hourly rows are COPYed into a temporary table and summed by Postgres; the
@@ -698,16 +722,16 @@ _COUNTS_UPSERT = (
 )
 
 
-def _add_rollups(cur: psycopg.Cursor, items: list[Item], ctx_ids: dict[bytes, int]) -> None:
+def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[bytes, int]) -> None:
     """The batch's new records into the rollups (dns_hourly, result_counts), in the batch's
     transaction; keys in one order so that two ingests cannot deadlock."""
     counts: dict[tuple, int] = {}
     hourly = []
-    for it in items:
-        k = (ctx_ids[it.ctx], it.status)
+    for i in idx:
+        k = (ctx_ids[p.ctxs[i]], p.statuses[i])
         counts[k] = counts.get(k, 0) + 1
-        if it.hourly is not None:
-            hourly.append(it.hourly)
+        if (h := p.hourly[i]) is not None:
+            hourly.append(h)
     if hourly:
         cur.execute(_HOURLY_TEMP)
         _copy(cur, f"COPY dnscamp_hourly_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", hourly)
@@ -768,13 +792,13 @@ def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Out
             batch = cur.execute("INSERT INTO ingest_batches (source_file) VALUES (%s) RETURNING id", (chunk.source,))
             batch = batch.fetchone()[0]
         if not row_by_row:
-            out.ingested = store.copy(cur, p.rows if len(new) == len(p.rows) else [p.rows[i] for i in new], batch) if new else 0
+            out.ingested = store.copy(cur, p, new, batch) if new else 0
             fine += (p.lines[i] for i in new)
         else:  # Postgres refused a value that passed our checks: find the line(s)
             for i in new:
                 try:
                     with conn.transaction():
-                        out.ingested += store.copy(cur, [p.rows[i]], batch)
+                        out.ingested += store.copy(cur, p, [i], batch)
                     fine.append(p.lines[i])
                 except psycopg.DataError as exc:
                     reason = f"rejected by the store: {errors.first_line(exc)}"

@@ -223,12 +223,12 @@ def _move_rows(conn, batch: int = 5000) -> None:
             env, body = json.loads(r[13]), json.loads(r[14])  # json: exact integers
             it = split(r[0], envelope, canonical_json(env), body, canonical_json(body),
                        None if r[15] is None else bytes(r[15]), r[17], p.dims)
-            p.rows.append(it)
-            by_batch[batches[(r[16], r[18])]].append(it)
+            by_batch[batches[(r[16], r[18])]].append(len(p.ids))
+            p.add(it)
         store.prepare(p)
         with pg.cursor() as cur:
-            for bid, items in by_batch.items():
-                store.copy(cur, items, bid)
+            for bid, idx in by_batch.items():
+                store.copy(cur, p, idx, bid)
         last = str(rows[-1][0])
 
 
