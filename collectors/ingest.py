@@ -189,6 +189,13 @@ DNS, GENERIC = 0, 1
 _JSONB_LOSSY = re.compile(rb"-0\.0[,}\]]|[0-9]e\+?[0-9]")
 
 
+def _jsonb_lossy(data: bytes) -> bool:
+    # substring tests first (C speed; a positive exponent of 16 and up starts with 1, 2 or 3):
+    # the regex costs ~3 us on a 6 KB page_load body
+    return (b"-0.0" in data or b"e1" in data or b"e2" in data or b"e3" in data or b"e+" in data) and \
+        _JSONB_LOSSY.search(data) is not None
+
+
 def _fields(values: Iterable[bytes | str | None]) -> bytes:
     parts = []
     for v in values:
@@ -378,7 +385,7 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         table = DNS
     else:
         shape = None
-        exact = body_json if _JSONB_LOSSY.search(body_json) else None
+        exact = body_json if _jsonb_lossy(body_json) else None
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
     hourly = rollup(envelope, body) if envelope[2] == "dns_query" else None
