@@ -192,24 +192,10 @@ def test_truncated_parquet_with_a_matching_manifest_is_refused_by_its_footer(dem
 
 @pytest.fixture()
 def moto_s3(monkeypatch):
-    from tests.local.test_pipeline_collect import Moto
+    from tests.scaffolding.moto_s3 import s3_server
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    m = Moto()
-    m.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", m.url)
-    import boto3
-
-    m.client = boto3.client("s3", endpoint_url=m.url)
-    m.client.create_bucket(Bucket="archive-test")
-    yield m
-    for o in m.client.list_objects_v2(Bucket="archive-test").get("Contents", []):
-        m.client.delete_object(Bucket="archive-test", Key=o["Key"])
-    m.client.delete_bucket(Bucket="archive-test")
-    m.stop()
+    with s3_server(monkeypatch, "archive-test") as m:
+        yield m
 
 
 def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto_s3):

@@ -7,7 +7,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors import s3 as coll
+from tests.scaffolding.moto_s3 import free_port, s3_server
 from vantage_agent import ship
 
 pytestmark = pytest.mark.local
@@ -29,51 +29,10 @@ BUCKET = "results-test"
 PING = json.loads((ROOT / "tests/fixtures/results/v1/ping.jsonl").read_text().splitlines()[0])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Moto:
-    """moto's S3 in server mode on a loopback port; stop() and start() keep its objects (its
-    backends live in this process), so it can be 'down for a while'."""
-
-    def __init__(self):
-        from moto.server import ThreadedMotoServer
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.up = False
-
-    def start(self):
-        self.server.start()
-        self.up = True
-
-    def stop(self):
-        self.server.stop()
-        self.up = False
-
-
 @pytest.fixture()
 def moto(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    m = Moto()
-    m.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", m.url)
-    client = boto3.client("s3", endpoint_url=m.url)
-    client.create_bucket(Bucket=BUCKET)
-    m.client = client
-    yield m
-    if m.up:
-        for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):  # moto's state is per process
-            client.delete_object(Bucket=BUCKET, Key=o["Key"])
-        client.delete_bucket(Bucket=BUCKET)
-        m.stop()
+    with s3_server(monkeypatch, BUCKET) as m:
+        yield m
 
 
 def record_lines(n: int, run: str = "r1", unit: str = "u", seed: int = 0) -> bytes:

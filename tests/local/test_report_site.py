@@ -21,7 +21,7 @@ from db import engine
 from dnscamp.cli import app
 from dnscamp.site import figures
 from dnscamp.site.figures import SEEDS
-from tests.local.test_pipeline_collect import Moto
+from tests.scaffolding.moto_s3 import Moto
 from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
 
 pytestmark = pytest.mark.local
