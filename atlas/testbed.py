@@ -401,8 +401,10 @@ def _errors(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
 
 
 def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: bool = False,
-                run_dir: Path | None = None) -> dict[str, Any]:
-    """The whole pipeline offline; returns the report (summary, discovery check, RTT errors)."""
+                run_dir: Path | None = None, probes: list[ProbeTruth] | None = None) -> dict[str, Any]:
+    """The whole pipeline offline; returns the report (summary, discovery check, RTT errors).
+    ``probes``: the probe population to build (default plan_probes(n_probes, seed)), e.g. one
+    with the RTTs of a paper's table."""
     import psycopg
 
     from atlas import store
@@ -410,7 +412,7 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
     from vantage_agent.paths import testbed_dir
 
     t_start = time.monotonic()
-    probes = plan_probes(n_probes, seed)
+    probes = probes if probes is not None else plan_probes(n_probes, seed)
     run_dir = Path(run_dir or testbed_dir() / "atlas" / f"{campaign}-{int(time.time())}")
     base = 900_000_000 + (int(time.time()) % 10_000_000) * 10
     msm = {"resolver_dns": base + 1, "probe_server": base + 2, "probe_resolver": base + 3, "server_resolver": base + 4}

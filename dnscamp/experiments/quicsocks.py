@@ -21,8 +21,7 @@ Two parts:
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from dnscamp.experiments.common import campaign_name, spec_path, table
 
@@ -42,22 +41,13 @@ SQL = """SELECT prb_id, rtt_dns_ms, rtt_server_ms, rtt_direct_ms, resolver, prob
          FROM v_quicsocks_savings WHERE campaign = %s ORDER BY prb_id"""
 
 
-@contextmanager
-def _probes_at(rtt_dns: float, rtt_server: float) -> Iterator[None]:
-    """run_offline plans its probes with plan_probes(n, seed) and takes no probe list; until it
-    does (requested, docs/experiments.md), its planner is swapped for one with fixed RTTs."""
+def _probes_at(n: int, rtt_dns: float, rtt_server: float) -> list:
+    """plan_probes' population (addresses, resolvers, ASes) with every probe at the same RTTs."""
     from dataclasses import replace
-    from unittest import mock
 
-    from atlas import testbed as tb
+    from atlas.testbed import plan_probes
 
-    plan = tb.plan_probes
-
-    def fixed(n: int, seed: int = 1):
-        return [replace(p, rtt_dns=rtt_dns, rtt_server=rtt_server) for p in plan(n, seed)]
-
-    with mock.patch.object(tb, "plan_probes", fixed):
-        yield
+    return [replace(p, rtt_dns=rtt_dns, rtt_server=rtt_server) for p in plan_probes(n, 1)]
 
 
 def run_extra(reduced: bool) -> dict[str, str]:
@@ -67,8 +57,8 @@ def run_extra(reduced: bool) -> dict[str, str]:
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     campaign = f"{TABLE2_CAMPAIGN}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    with _probes_at(TABLE2_RTT["rtt_dns"], TABLE2_RTT["rtt_server"]):
-        tb.run_offline(n_probes=TABLE2_PROBES, campaign=campaign, seed=1, db_url=engine.database_url("owner"))
+    tb.run_offline(n_probes=TABLE2_PROBES, campaign=campaign, seed=1, db_url=engine.database_url("owner"),
+                   probes=_probes_at(TABLE2_PROBES, TABLE2_RTT["rtt_dns"], TABLE2_RTT["rtt_server"]))
     return {TABLE2_CAMPAIGN: campaign}
 
 

@@ -114,14 +114,12 @@ def test_configured_shares_follow_the_planned_delays():
             sum(p.rtt_dns >= t for p in isp) / len(isp))
 
 
-def test_probes_at_fixes_run_offline_rtts_and_restores_the_planner():
+def test_table2_probes_have_the_papers_rtts_and_the_planners_addresses():
     from atlas import testbed as tb
 
-    before = tb.plan_probes
-    with xq._probes_at(30.0, 30.0):
-        ps = tb.plan_probes(3, 1)
+    ps = xq._probes_at(3, 30.0, 30.0)
     assert [(p.rtt_dns, p.rtt_server, p.rtt_direct) for p in ps] == [(30.0, 30.0, 60.0)] * 3
-    assert tb.plan_probes is before
+    assert [(p.prb_id, p.resolver) for p in ps] == [(p.prb_id, p.resolver) for p in tb.plan_probes(3, 1)]
 
 
 # -- command and specs -----------------------------------------------------------------------------
