@@ -343,9 +343,13 @@ class Rehearsal:
                 raise RehearsalError(f"{inst.ns}: `dnscamp {' '.join(step[:2])}` failed (exit {p.returncode}): "
                                      f"{(p.stderr or p.stdout).strip().splitlines()[-1:]} (see {inst.home}/install.log)")
         name = f"fleet-{self.tag}-cron{inst.k}"
-        self._supervisor().start(name, inst.ns, ["sh", "-c", cron_script(inst.home)], timeout=5,
-                                 ready=lambda: True)  # fmt: skip
+        sup = self._supervisor()
+        sup.start(name, inst.ns, ["sh", "-c", cron_script(inst.home)], timeout=5, ready=lambda: True)
         self.supervised.append(name)
+        time.sleep(0.5)  # a mount that fails ends the shell at once: say so now, not at the wait's end
+        if not sup.alive(name):
+            tail = sup.log_path(name).read_text(errors="replace").strip().splitlines()[-2:]
+            raise RehearsalError(f"{inst.ns}: the cron daemon did not start: {' | '.join(tail)}")
         self.log(f"{inst.ns}: {inst.vantage} in {inst.region} ({inst.rtt_ms:g} ms to {self.spec.fleet.home_region}), "
                  f"profile {inst.profile or 'none'}, cron started")  # fmt: skip
 
