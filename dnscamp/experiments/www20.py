@@ -39,7 +39,7 @@ SQL = """SELECT network_profile, browser, url, dns_transport, status, plt_ms
          FROM v_page_load WHERE campaign = %s AND run = %s"""
 
 
-def page_medians(rows: Iterable[dict]) -> tuple[dict, dict]:
+def plt_per_page(rows: Iterable[dict]) -> tuple[dict, dict]:
     """(median PLT of ok loads, (ok, n) counts), each keyed by (condition, browser, mode, url)."""
     plts: dict[tuple, list[float]] = defaultdict(list)
     counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
@@ -98,7 +98,7 @@ def claims(med: dict) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict]) -> str:
-    med, counts = page_medians(rows)
+    med, counts = plt_per_page(rows)
     page_rows = [[c, b, m, u.split("//")[-1].rstrip("/"), med.get((c, b, m, u)), med.get((c, b, BASE, u)), diff]
                  for (c, b, m), d in sorted(differences(med).items(), key=lambda kv: _order(kv[0]))
                  for u, diff in sorted(d.items())]

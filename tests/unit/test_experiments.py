@@ -72,7 +72,7 @@ def test_www20_pairs_pages_and_marks_claims():
         _load("lossy-4g", "firefox", "doh", b, 2900),  # no Do53 load of a for doh: only page b pairs
         _load("3g", "firefox", "do53", a, 4000), _load("3g", "firefox", "doh", a, 3500),
     ]
-    med, counts = xw.page_medians(rows)
+    med, counts = xw.plt_per_page(rows)
     assert med[("lossy-4g", "firefox", "do53", a)] == 2100
     assert counts[("lossy-4g", "firefox", "dot", a)] == (1, 2)  # the timeout counts as a load, not as a PLT
     diffs = xw.differences(med)
