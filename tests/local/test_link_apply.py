@@ -249,10 +249,11 @@ def test_netem_plan_runs_through_tc(pair):
     pair.rtts(pair.unshaped, 1)  # ARP (not IP: redirected whatever the excludes) out of the way
     pair.rtts(pair.shaped, 1)
     # ifb counters (rx + tx: 2 per packet through it); a fresh link's IPv6 chatter (MLD, ND from
-    # ns b) is not excluded and may add a packet or two, hence "< 6" and not "== 0".
+    # ns b) is not excluded and adds a few packets (6 seen in CI), so the bound is half of what
+    # the 20 replies would add if they were redirected (40), not 0.
     n0 = ifb_packets()
     pair.rtts(pair.unshaped, 20)
-    assert ifb_packets() - n0 < 6  # excluded source: the 20 replies are not redirected
+    assert ifb_packets() - n0 < 20  # excluded source: the 20 replies are not redirected
     if not netem:  # without netem the ifb forwards unshaped: the replies must pass through it
         n1 = ifb_packets()
         pair.rtts(pair.shaped, 20)
