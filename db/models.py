@@ -345,3 +345,25 @@ class AtlasDiscovery(Base):
     discovered_at: Mapped[datetime] = _ts(nullable=False, server_default=sa.func.now())
 
     __table_args__ = (sa.PrimaryKeyConstraint("campaign", "prb_id", name="pk_atlas_discovery"),)
+
+
+class AtlasProbe(Base):
+    """Where each probe of a campaign stood (migration 0014_atlas_probes; atlas/probes.py writes it)."""
+
+    __tablename__ = "atlas_probes"
+
+    campaign: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    prb_id: Mapped[int] = mapped_column(sa.Integer, nullable=False, autoincrement=False)
+    country_code: Mapped[str | None] = mapped_column(sa.Text)
+    asn_v4: Mapped[int | None] = mapped_column(sa.BigInteger)
+    lat: Mapped[float | None] = mapped_column(sa.Float)
+    lon: Mapped[float | None] = mapped_column(sa.Float)
+    status: Mapped[str | None] = mapped_column(sa.Text)
+    source: Mapped[str] = mapped_column(sa.Text, nullable=False)  # atlas_api | testbed
+    fetched_at: Mapped[datetime] = _ts(nullable=False, server_default=sa.func.now())
+
+    __table_args__ = (
+        sa.PrimaryKeyConstraint("campaign", "prb_id", name="pk_atlas_probes"),
+        sa.CheckConstraint("lat BETWEEN -90 AND 90 AND lon BETWEEN -180 AND 180", name="ck_atlas_probes_coords"),
+        sa.CheckConstraint("source IN ('atlas_api', 'testbed')", name="ck_atlas_probes_source"),
+    )
