@@ -407,6 +407,7 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
     with the RTTs of a paper's table."""
     import psycopg
 
+    from atlas import probes as probe_meta
     from atlas import store
     from collectors.atlas_ingest import ingest_files
     from vantage_agent.paths import testbed_dir
@@ -448,6 +449,8 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
                                        definition={"offline": True, "packets": PING_COUNT, "label": label})
         conn.execute("DELETE FROM atlas_discovery WHERE campaign = %s", (campaign,))
         store.save_discovery(conn, campaign, found)
+        # the probes' documented sites (atlas/testbed_sites.json): the QuicSocks geomap's places
+        probe_meta.save_probes(conn, campaign, probe_meta.testbed_probes(p.prb_id for p in probes))
     stats = ingest_files([dns_file, ping_file], db_url, campaign=campaign)
     rtts = {r.prb_id: r for r in store.probe_rtts(db_url, campaign=campaign)}
     truth = {p.prb_id: p for p in probes}

@@ -13,15 +13,17 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from grafana_foundation_sdk.builders import common as cb
-from grafana_foundation_sdk.builders import barchart, dashboard, heatmap, histogram, stat, table, timeseries, xychart
+from grafana_foundation_sdk.builders import barchart, dashboard, geomap, heatmap, histogram, stat, table, timeseries, xychart
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import geomap as geomap_model
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
     DataTransformerConfig,
     DynamicConfigValue,
+    FieldColorModeId,
     VariableOption,
     VariableRefresh,
     VariableSort,
@@ -197,6 +199,25 @@ def bar_panel(title: str, description: str, sql: str, columns: Columns, *, stack
     b = barchart.Panel().stacking(common.StackingMode.NORMAL if stacked else common.StackingMode.NONE).show_value(
         common.VisibilityMode.AUTO).x_tick_label_rotation(-30)
     return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+
+
+def geomap_panel(title: str, description: str, sql: str, columns: Columns, *, value: str, unit: str = "ms",
+                 w: int = 24, h: int = 12) -> Any:
+    """One marker per row at the row's ``lat`` / ``lon`` columns (decimal degrees), sized and
+    coloured (red -> green) by the number column ``value``, on Grafana's default base map; the
+    view fits the markers. The tooltip lists the row's columns."""
+    markers = (cb.MapLayerOptions().type("markers").name("probes").tooltip(True)
+               .location(cb.FrameGeometrySource().mode(common.FrameGeometrySourceMode.COORDS).latitude("lat").longitude("lon"))
+               .config({"showLegend": True, "style": {
+                   "color": {"field": value, "fixed": "green"}, "opacity": 0.8,
+                   "size": {"field": value, "fixed": 6, "min": 4, "max": 16},
+                   "symbol": {"fixed": "img/icons/marker/circle.svg", "mode": "fixed"}}}))
+    b = (geomap.Panel().basemap(cb.MapLayerOptions().type("default").name("base map")).layers([markers])
+         .view(geomap.MapViewConfig().id(geomap_model.MapCenterID.FIT).all_layers(True).padding(20).max_zoom(10))
+         .controls(geomap.ControlsOptions().show_zoom(True).mouse_wheel_zoom(False).show_attribution(True).show_scale(True))
+         .tooltip(geomap.TooltipOptions().mode(geomap_model.TooltipMode.DETAILS))
+         .color_scheme(dashboard.FieldColor().mode(FieldColorModeId.CONTINUOUS_RD_YL_GR)))
+    return _common(b, title, description, sql, "table", columns, w, h, unit)
 
 
 def new_dashboard(uid: str, title: str, description: str, variable_names: tuple[str, ...], rows: list[tuple[str, list[Any]]],

@@ -210,6 +210,38 @@ def fetch_command(
             fh.close()
 
 
+@app.command("probes")
+def probes_command(
+    campaign: str = typer.Option(..., "--campaign", help="Campaign whose probes (those with ingested results) to look up."),
+    server: str = typer.Option(None, "--server", help="Atlas API host (default atlas.ripe.net)."),
+    key_file: Path = typer.Option(None, "--key-file", help="API key file (public probes need none)."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"campaign","probes","stored","unknown"}.'),
+) -> None:
+    """Fetch the probe metadata (country, IPv4 AS, coordinates, status) of every probe with
+    results in CAMPAIGN from the Atlas probe API and store it (atlas_probes, read by the QuicSocks
+    dashboard's map). Run after `ingest`; again to refresh."""
+    import psycopg
+
+    from atlas import client, key, probes
+    from db import engine, migrate
+
+    k = key.load_key(key_file, required=False)
+    migrate.upgrade(engine.sqlalchemy_url("owner"))
+    with psycopg.connect(engine.database_url("writer")) as conn:
+        ids = probes.campaign_probe_ids(conn, campaign)
+        if not ids:
+            die(f"campaign {campaign!r}: no Atlas results ingested (run `dnscamp atlas ingest --campaign` first)")
+        try:
+            found = probes.fetch_probes(ids, key=k, server=server)
+        except (client.AtlasApiError, ValueError) as exc:
+            die(f"probes of {campaign}: {exc}")
+        stored = probes.save_probes(conn, campaign, found)
+    out = {"campaign": campaign, "probes": len(ids), "stored": stored,
+           "unknown": sorted(set(ids) - {p.prb_id for p in found})}
+    typer.echo(json.dumps(out) if as_json else
+               f"{stored} of {len(ids)} probes stored" + (f"; unknown to Atlas: {out['unknown']}" if out["unknown"] else ""))
+
+
 @app.command("stream")
 def stream_command(
     msm_ids: list[int] = typer.Argument(..., help="Measurement ids to follow."),

@@ -51,6 +51,10 @@ def named_columns(panel: dict) -> set[str]:
     for t in panel.get("transformations", []):
         if t["id"] == "partitionByValues":
             names |= set(t["options"]["fields"])
+    for layer in panel.get("options", {}).get("layers", []):  # geomap: where and how big each marker is
+        loc = layer.get("location", {})
+        names |= {loc[k] for k in ("latitude", "longitude") if k in loc}
+        names |= {v["field"] for v in layer.get("config", {}).get("style", {}).values() if isinstance(v, dict) and "field" in v}
     return names
 
 

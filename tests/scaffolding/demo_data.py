@@ -18,7 +18,7 @@ RECORDS = 113
 
 def load_demo(owner_url: str) -> None:
     """Ingest every demo record into the database at owner_url (an owner-role libpq URL)."""
-    from atlas import store
+    from atlas import probes, store
     from atlas.discovery import Discovered
     from collectors.atlas_ingest import ingest_files
     from collectors.ingest import ingest
@@ -31,5 +31,6 @@ def load_demo(owner_url: str) -> None:
             store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
                                        target=m["target"], definition=m["definition"])
         store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
+        probes.save_probes(conn, reg["campaign"], [probes.ProbeMeta(**p) for p in reg.get("probes", [])])
     ingest_files([DEMO / "atlas" / "results-dns.jsonl", DEMO / "atlas" / "results-ping.jsonl"],
                  owner_url, campaign=reg["campaign"])
