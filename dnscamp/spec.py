@@ -4,6 +4,7 @@
     [[vantages]]          id, provider ("testbed" | "local" | "ec2" ...), region, network_profiles;
                           ec2 vantages also: regions, instance_type, instance_count, ssh_cidr
     [profiles.<name>]     extra access-network profiles for the testbed (same keys as testbed/profiles.toml)
+    [testbed]             the island a campaign with testbed vantages needs: backbone_rtt_ms (docs/testbed.md)
     [kinds.<kind>]        one table per measurement kind: its targets and parameters
     [fleet]               where ec2 vantages put their results and what the bill assumes (docs/fleet.md)
     [atlas]               a live RIPE Atlas campaign (the schema of atlas/spec.py, docs/atlas.md)
@@ -174,11 +175,25 @@ class FleetSection(BaseModel):
         return v
 
 
+class TestbedSection(BaseModel):
+    """``[testbed]``: how the island must be built for this campaign (`dnscamp campaign run` builds
+    it so, or rebuilds an island that is up with other values; docs/testbed.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # strict: a TOML number (integer or float), never a string or boolean; None: any island
+    # that is up is reused, a new one gets the testbed's default (10 ms)
+    backbone_rtt_ms: float | None = Field(
+        None, ge=0, le=10_000, strict=True, allow_inf_nan=False,
+        description="Round trip added between the ISP and the servers (0: the access profile's RTT is the whole "
+                    "client-server RTT, as in 000_6647a8606a2226e0.txt).")
+
+
 class CampaignSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     campaign: CampaignSection
     vantages: list[VantageSpec] = Field(min_length=1)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    testbed: TestbedSection = Field(default_factory=TestbedSection)
     kinds: dict[str, dict[str, Any]] = Field(min_length=1)
     fleet: FleetSection | None = None
     atlas: dict[str, Any] | None = None  # checked by atlas.spec's own schema in load(); see atlas_spec
@@ -367,6 +382,8 @@ def _check_vantages(raw: dict) -> list[tuple[tuple, str]]:
             problems.append((("vantages", i, "id"), f"duplicate vantage id {v.id!r} (also vantages.{first[v.id]})"))
     raw_profiles = raw.get("profiles")
     raw_profiles = raw_profiles if isinstance(raw_profiles, dict) else {}
+    if "testbed" in raw and vantages and not any(v.provider == "testbed" for _, v in vantages):
+        problems.append((("testbed",), "only for a campaign with a testbed vantage (provider = 'testbed')"))
     if not any(v.provider in ("testbed", "ec2") for _, v in vantages) and not raw_profiles:
         return problems
     from testbed.profiles import ProfileError, load_profiles, parse_profile  # the testbed owns the schema

@@ -2,7 +2,8 @@
 
 ``ensure_up`` is what ``dnscamp campaign run`` (and ``make demo``) call for a spec with
 testbed vantages: it reuses a healthy island that already has every profile the campaign
-needs, otherwise rebuilds it (same steps as ``dnscamp testbed up``), and returns the testbed
+needs (and the spec's backbone, when it sets one), otherwise rebuilds it (same steps as
+``dnscamp testbed up``), and returns the testbed
 description the kinds get in their run context: ``topology.info`` plus, when the servers are
 installed, the resolver catalog, CA file and site URLs of ``testbed.services``.
 """
@@ -30,7 +31,11 @@ def describe() -> dict[str, Any]:
     return d
 
 
-def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = None, log=lambda m: None) -> dict[str, Any]:
+def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = None, log=lambda m: None,
+              backbone_rtt_ms: float | None = None) -> dict[str, Any]:
+    """``backbone_rtt_ms`` (a spec's ``[testbed] backbone_rtt_ms``): the island must have this
+    backbone; one that is up with another is rebuilt (said on ``log``), as one that lacks a
+    profile is. None: any backbone is reused, a new island gets the default."""
     chosen = select(profile_names, load_profiles(extra_profiles))
     run_dir = testbed_dir()
     topology.check_not_leased()  # a test session holds the island: do not pull it from under it
@@ -40,14 +45,20 @@ def ensure_up(profile_names: list[str], extra_profiles: dict[str, Any] | None = 
             have = set(st["island"].get("profiles") or [])
             defs = st["island"].get("profile_defs") or {}
             same_defs = all(defs.get(p.name) in (None, p.model_dump(mode="json")) for p in chosen)
-            if {p.name for p in chosen} <= have and same_defs and topology.status(run_dir)["healthy"]:
-                log(f"testbed already up with {', '.join(sorted(have))}")
+            backbone = st["island"].get("backbone_rtt_ms", topology.DEFAULT_BACKBONE_RTT_MS)
+            same_backbone = backbone_rtt_ms is None or float(backbone) == float(backbone_rtt_ms)
+            if {p.name for p in chosen} <= have and same_defs and same_backbone and topology.status(run_dir)["healthy"]:
+                log(f"testbed already up with {', '.join(sorted(have))} (backbone {backbone:g} ms)")
                 return {**describe(), "started_now": False}
+            if not same_backbone:
+                log(f"the island is up with a {backbone:g} ms backbone, the campaign's [testbed] backbone_rtt_ms "
+                    f"is {backbone_rtt_ms:g} ms: rebuilding it")
         res = topology.teardown(run_dir)
         if res["left"]:
             raise topology.TopologyError(f"cannot tear down the previous testbed: {'; '.join(res['problems'])}")
         try:
-            topology.build(chosen, run_dir, log=log)
+            topology.build(chosen, run_dir, topology.DEFAULT_BACKBONE_RTT_MS if backbone_rtt_ms is None
+                           else backbone_rtt_ms, log=log)
         except BaseException:
             topology.teardown(run_dir)
             raise

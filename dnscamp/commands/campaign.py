@@ -80,7 +80,7 @@ def plan_cmd(
 
 
 def testbed_for(spec) -> dict | None:
-    """Bring the testbed up with the spec's profiles and return its description."""
+    """Bring the testbed up with the spec's profiles (and ``[testbed]`` backbone) and return its description."""
     profiles = spec.testbed_profiles()
     if not profiles:
         return None
@@ -88,7 +88,8 @@ def testbed_for(spec) -> dict | None:
         die("this campaign has testbed vantages: the testbed needs root (network namespaces)")
     from testbed import lifecycle
 
-    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles, log=lambda m: sys.stderr.write(f"testbed: {m}\n"))
+    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles, log=lambda m: sys.stderr.write(f"testbed: {m}\n"),
+                               backbone_rtt_ms=spec.testbed.backbone_rtt_ms)
 
 
 @app.command("run")
