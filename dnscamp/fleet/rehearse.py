@@ -196,6 +196,17 @@ def _wait(pred: Callable[[], bool], timeout: float, what: str, step: float = 0.5
         time.sleep(step)
 
 
+NETNS_DIR = Path("/run/netns")
+
+
+def _link_netns_name(ns: str) -> str | None:
+    """The name `dnscamp link apply` gives an instance's namespace (vantage_agent.link_state.netns_id)."""
+    try:
+        return f"dnscamp-link-net-{os.stat(NETNS_DIR / ns).st_ino}"
+    except OSError:
+        return None
+
+
 def _stop_pid(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
     """SIGTERM a child of ours (then SIGKILL), by its PID."""
     if proc is None or proc.poll() is not None:
@@ -492,10 +503,16 @@ class Rehearsal:
                 self.log(f"stop {name}: {exc}")
         self.supervised.clear()
         for ns in reversed(self.nodes):
+            link_name = _link_netns_name(ns)
             try:
                 topology.remove_edge_node(testbed_dir(), ns)
             except Exception as exc:  # noqa: BLE001
                 self.log(f"remove {ns}: {exc}")
+            if link_name and (NETNS_DIR / link_name).exists():
+                # `link apply` in the instance named its namespace for linkem (testbed/linkem/host.py);
+                # it ran inside `ip netns exec`'s private mounts, so the name outlives the instance
+                # as a dead file in /run/netns ("Peer netns reference is invalid"): ours, removed.
+                subprocess.run(["ip", "netns", "del", link_name], capture_output=True, check=False)
         self.nodes.clear()
 
 

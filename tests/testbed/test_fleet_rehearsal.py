@@ -41,7 +41,7 @@ def _pids_of(*marks: str) -> list[int]:
 
 
 def test_two_regions_two_firings_every_record_once(testbed, db_url, tmp_path):
-    before = netns.root_snapshot()
+    before, names_before = netns.root_snapshot(), set(os.listdir("/run/netns"))
     r = Rehearsal(SPEC, out_dir=tmp_path, firings=2, vantages=["ec2-default"], regions=["us-east-2", "ap-northeast-2"])
     try:
         rep = r.run()
@@ -50,6 +50,7 @@ def test_two_regions_two_firings_every_record_once(testbed, db_url, tmp_path):
         left, procs = _ours(r.tag), _pids_of(str(r.out_dir), r.endpoint)
     assert left == [] and procs == [], (left, procs)
     assert netns.root_snapshot() == before, "the root namespace changed"
+    assert set(os.listdir("/run/netns")) == names_before, "namespace names left in /run/netns"
     assert rep.ok, rep.problems
 
     # every unit of every firing: the spec's plan for the vantage, once per run, all in Postgres
