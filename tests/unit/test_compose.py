@@ -163,7 +163,7 @@ def test_secrets_come_from_env_and_the_example_defines_every_variable():
     used = {m.group(1) or m.group(4) for m in _VAR.finditer(text) if m.group(0) != "$$"}
     assert used - set(env_example()) == set()
     required = set(re.findall(r"\$\{(\w+):\?", text))
-    assert {"POSTGRES_PASSWORD", "DNSCAMP_READER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= required
+    assert {"POSTGRES_PASSWORD", "DNSCAMP_WRITER_PASSWORD", "DNSCAMP_READER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= required
     assert not re.search(r"(?i)password\s*[:=]\s*['\"]?(?!\$)\w", text.replace("PASSWORD :'", "")), \
         "a literal password in docker-compose.yml"
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", ".env"], capture_output=True, text=True).stdout
@@ -195,9 +195,29 @@ def test_startup_order_and_healthchecks():
     assert s["grafana"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     for name in ("postgres", "collector", "grafana"):
         assert s[name]["healthcheck"]["test"], name
-    # migrations and the collector (which migrates before collecting) as the owner; Grafana as
-    # the reader, whose role the store's first start creates
-    owner = f"postgresql://{env_example()['POSTGRES_USER']}:"
-    assert s["migrate"]["environment"]["DNSCAMP_DATABASE_URL"].startswith(owner)
-    assert s["collector"]["environment"]["DNSCAMP_DATABASE_URL"] == s["migrate"]["environment"]["DNSCAMP_DATABASE_URL"]
     assert "CREATE ROLE dnscamp_reader LOGIN PASSWORD :'rpw'" in s["postgres"]["entrypoint"][-1]
+
+
+def test_each_service_logs_in_as_its_role():
+    """Migrations as the owner, in the one-shot service only; the collector as dnscamp_writer
+    (it cannot migrate: tests/local/test_compose_roles.py); Grafana as dnscamp_reader. The
+    store's first start creates the writer's and reader's logins with their .env passwords."""
+    from urllib.parse import urlsplit
+
+    env, s = env_example(), CONFIG["services"]
+    logins = {name: urlsplit(conf["environment"]["DNSCAMP_DATABASE_URL"])
+              for name, conf in s.items() if "DNSCAMP_DATABASE_URL" in conf.get("environment", {})}
+    assert set(logins) == {"migrate", "collector"}
+    assert (logins["migrate"].username, logins["migrate"].password) == (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"])
+    assert (logins["collector"].username, logins["collector"].password) == ("dnscamp_writer", env["DNSCAMP_WRITER_PASSWORD"])
+    assert logins["collector"].path == logins["migrate"].path and logins["collector"].hostname == "postgres"
+    owner_secret = env["POSTGRES_PASSWORD"]
+    for name, conf in s.items():  # the owner's password reaches the store and the migration only
+        if owner_secret in "\n".join(strings(conf)):
+            assert name in ("postgres", "migrate"), name
+    assert s["grafana"]["environment"]["DNSCAMP_READER_USER"] == "dnscamp_reader"
+    init = s["postgres"]["entrypoint"][-1]
+    assert "CREATE ROLE dnscamp_writer LOGIN PASSWORD :'wpw'" in init and 'wpw="$DNSCAMP_WRITER_PASSWORD"' in init
+    assert s["postgres"]["environment"]["DNSCAMP_WRITER_PASSWORD"] == env["DNSCAMP_WRITER_PASSWORD"]
+    # the collector's health check runs as the same login (the writer may read the revision)
+    assert s["collector"]["healthcheck"]["test"][1:] == [DNSCAMP, "db", "status"]

@@ -6,6 +6,12 @@ atlas/testbed_sites.json). Keyed by campaign as well as probe id: the testbed's 
 numbered 1..99 like real Atlas probes, and a probe that moves or goes down later keeps the place
 and status it had in each campaign. Readers see it through ``v_atlas_probes``.
 
+The writer may also read ``alembic_version``: a collector that logs in as dnscamp_writer
+(docker-compose.yml) runs `dnscamp collect`, which checks the schema is at head before it
+collects, and `dnscamp db status` as its health check; both read the revision. Reading it
+changes nothing: the writer still cannot create or alter anything, so a store behind the head
+is migrated by the owner only (the compose file's one-shot migrate service).
+
 Revision ID: 0014_atlas_probes
 Revises: 0013_rollups
 """
@@ -41,11 +47,13 @@ def upgrade() -> None:
         sa.CheckConstraint("source IN ('atlas_api', 'testbed')", name="ck_atlas_probes_source"),
     )
     op.execute(f"GRANT SELECT, INSERT, UPDATE ON atlas_probes TO {WRITER}")
+    op.execute(f"GRANT SELECT ON alembic_version TO {WRITER}")
     for v in VIEWS:
         create_view(op, revision, v)
 
 
 def downgrade() -> None:
+    op.execute(f"REVOKE SELECT ON alembic_version FROM {WRITER}")
     for v in reversed(VIEWS):
         drop_view(op, v)  # a new view: nothing earlier to restore
     op.drop_table("atlas_probes")
