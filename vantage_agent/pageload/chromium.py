@@ -5,18 +5,27 @@ cache, no sockets left over), in a private mount namespace that carries the load
 ``/etc/resolv.conf`` and managed-policy directory (DoH). Metrics come from Navigation /
 Resource / Paint Timing and LCP (as 000_6647a8606a2226e0.txt used Chromium), the HAR from the
 CDP Network events of the performance log.
+
+``warm_origin`` (LoadOptions): the page is loaded once (the warm-up), then the browser closes
+every connection and clears its host cache through ``chrome.benchmarking`` (the
+``--enable-net-benchmarking`` switch; net-internals has no socket flush any more) while its
+TLS / QUIC session tickets stay, and the second load is the measured one: its origin can be
+reached with QUIC 0-RTT (000_6647a8606a2226e0.txt §III: "a QUIC 0-RTT handshake within
+Chromium's H3 request"). Chromium's netlog tells whether it was (``zero_rtt_summary``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from vantage_agent import errors
 from vantage_agent.pageload import har as harmod
-from vantage_agent.pageload import session
+from vantage_agent.pageload import metrics, session
 from vantage_agent.pageload.common import (
     LoadOptions,
     LoadResult,
@@ -90,9 +99,13 @@ def _home(ca_file: str | None) -> Path:
     return shared_dir("chromium-home", ca_file, lambda d: init_nss(d / ".pki" / "nssdb", ca_file))
 
 
-def _args(opts: LoadOptions, dns: DnsSetup, profile: Path) -> list[str]:
+def _args(opts: LoadOptions, dns: DnsSetup, profile: Path, netlog: Path | None = None) -> list[str]:
     w, h = opts.viewport
     args = list(BASE_ARGS) + [f"--user-data-dir={profile}", f"--window-size={w},{h}"]
+    if opts.warm_origin:  # chrome.benchmarking for the page between the loads; the netlog for the evidence
+        args.append("--enable-net-benchmarking")
+        if netlog is not None:
+            args += [f"--log-net-log={netlog}", "--net-log-capture-mode=Default"]
     if opts.http == "h3":
         args.append("--enable-quic")
         if opts.h3_origins:
@@ -104,7 +117,24 @@ def _args(opts: LoadOptions, dns: DnsSetup, profile: Path) -> list[str]:
 
 
 def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
-    """Load ``url`` once in a fresh Chromium; never raises."""
+    """Load ``url`` in a fresh Chromium (twice with ``warm_origin``: the record is the second,
+    ``res.warm`` says how the first went and whether the second used 0-RTT); never raises."""
+    if not opts.warm_origin:
+        return _load(url, opts, dns, None)
+    fd, name = tempfile.mkstemp(prefix="dc-netlog-", suffix=".json", dir=opts.work_dir or None)
+    os.close(fd)
+    netlog = Path(name)
+    try:
+        res = _load(url, opts, dns, netlog)
+        after = res.warm.pop("measured_after_epoch_ms", None) if res.warm is not None else None
+        if after is not None:  # the browser has quit: the netlog is complete JSON
+            res.warm["zero_rtt"] = zero_rtt_summary(_read_netlog(netlog), url, after)
+        return res
+    finally:
+        netlog.unlink(missing_ok=True)
+
+
+def _load(url: str, opts: LoadOptions, dns: DnsSetup, netlog: Path | None) -> LoadResult:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -129,7 +159,7 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
 
         o = webdriver.ChromeOptions()
         o.binary_location = bin_
-        for a in _args(opts, dns, profile):
+        for a in _args(opts, dns, profile, netlog):
             o.add_argument(a)
         o.page_load_strategy = "normal"
         o.set_capability("goog:loggingPrefs", {"performance": "ALL"})
@@ -140,6 +170,8 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
         if driver is None:
             return res
         res.wall_ms["start"] = (time.monotonic() - t0) * 1000
+        if opts.warm_origin and not _warm_up(driver, url, opts, dns, res):
+            return res
         nav_exc = session.navigate(driver, url, opts, res)
         events = _perf_events(driver)
         t2 = time.monotonic()
@@ -157,6 +189,101 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
         return session.fail(res, exc)
     finally:
         session.finish(driver, res, opts, wd, t0)
+
+
+# Run in the warm-up page: close every connection (QUIC sessions included: the network
+# session's CloseAllConnections) and forget resolved names; session tickets are kept.
+FORGET_JS = """
+const done = arguments[arguments.length - 1];
+Promise.resolve(chrome.benchmarking.closeConnections())
+  .then(() => chrome.benchmarking.clearHostResolverCache())
+  .then(() => done('ok'), e => done('error: ' + e));
+"""
+
+
+def _warm_up(driver: Any, url: str, opts: LoadOptions, dns: DnsSetup, res: LoadResult) -> bool:
+    """The warm-up load of ``url``, then forget what a cold load would not have (connections,
+    host cache, the stub's upstream connection) but the session tickets. False (``res`` has the
+    warm-up's failure) when the warm-up did not load: there is nothing warm to measure."""
+    w = LoadResult(url=url, browser=NAME)
+    t = time.monotonic()
+    nav_exc = session.navigate(driver, url, opts, w)
+    if nav_exc is not None:
+        session.set_failure(w, classify_exception(nav_exc))
+    else:
+        session.collect_timings(driver, w)
+        if w.status == errors.OK and (w.final_url or "").startswith("chrome-error://"):
+            session.set_failure(w, classify_error_text(f"error page for {url}"))
+    res.warm = {"warm_up": {"status": w.status, "error": w.error, "plt_ms": metrics.plt_ms(w.navigation),
+                            "wall_ms": round((time.monotonic() - t) * 1000, 3)}}
+    if w.status != errors.OK:
+        res.status, res.error = w.status, f"warm-up load: {w.error or w.status}"
+        return False
+    forgot = driver.execute_async_script(FORGET_JS)
+    if forgot != "ok":
+        res.status, res.error = errors.SetupError.status, f"warm_origin: chrome.benchmarking: {forgot}"
+        return False
+    dns.fresh_upstream()
+    dns.reset_stats()  # the stub's figures and names are the measured load's
+    _perf_events(driver)  # drained: the HAR is the measured load's
+    res.warm["measured_after_epoch_ms"] = time.time() * 1000
+    return True
+
+
+def _read_netlog(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # no netlog (the browser crashed before writing it out)
+
+
+def zero_rtt_summary(netlog: dict[str, Any] | None, url: str, after_epoch_ms: float) -> dict[str, Any]:
+    """What Chromium's netlog says about the measured load's QUIC connections to ``url``'s
+    origin (those created after ``after_epoch_ms``, the end of the warm-up): ``state``, the
+    netlog's QUIC_SESSION_ZERO_RTT_STATE of the first (NotAttempted / AttemptedAndSucceeded /
+    AttemptedAndRejected), ``resumed`` (transport parameters resumed: a ticket was used),
+    ``zero_rtt_packets`` sent, and ``request_in_0rtt``: an HTTP/3 request left on it before the
+    handshake completed, i.e. the page's request went out as early data. ``sessions``: 0 when the
+    load used no new QUIC connection to the origin (h2, or a connection not to the origin)."""
+    from urllib.parse import urlsplit
+
+    if not netlog:
+        return {"sessions": None, "error": "no netlog"}
+    u = urlsplit(url)
+    host, port = (u.hostname or "").lower(), u.port or 443
+    c = netlog.get("constants", {})
+    name = {v: k for k, v in c.get("logEventTypes", {}).items()}
+    quic_source = c.get("logSourceType", {}).get("QUIC_SESSION")
+    offset = float(c.get("timeTickOffset", 0))
+    sessions: dict[int, dict[str, Any]] = {}
+    for ev in netlog.get("events", []):
+        src = ev.get("source", {})
+        if src.get("type") != quic_source:
+            continue
+        kind, p, sid = name.get(ev.get("type")), ev.get("params") or {}, src.get("id")
+        if kind == "QUIC_SESSION" and "host" in p:
+            if p.get("host", "").lower() == host and int(p.get("port", 443)) == port \
+                    and offset + float(ev.get("time", 0)) >= after_epoch_ms:
+                sessions[sid] = {"state": None, "resumed": False, "zero_rtt_packets": 0, "request_in_0rtt": False,
+                                 "handshake_done": False}
+            continue
+        s = sessions.get(sid)
+        if s is None:
+            continue
+        if kind == "QUIC_SESSION_ZERO_RTT_STATE":
+            s["state"] = p.get("state")
+        elif kind == "QUIC_SESSION_TRANSPORT_PARAMETERS_RESUMED":
+            s["resumed"] = True
+        elif kind == "QUIC_SESSION_PACKET_SENT" and p.get("encryption_level") == "ENCRYPTION_ZERO_RTT":
+            s["zero_rtt_packets"] += 1
+        elif kind == "QUIC_SESSION_CRYPTO_HANDSHAKE_COMPLETE":
+            s["handshake_done"] = True
+        elif kind == "HTTP3_HEADERS_SENT" and not s["handshake_done"]:
+            s["request_in_0rtt"] = True
+    if not sessions:
+        return {"sessions": 0}
+    first = sessions[min(sessions)]
+    return {"sessions": len(sessions), **{k: v for k, v in first.items() if k != "handshake_done"}}
 
 
 def _perf_events(driver: Any) -> list[dict[str, Any]]:

@@ -40,6 +40,9 @@ class LoadOptions:
     work_dir: str | None = None  # where per-load profiles go (a temp dir when None)
     har: bool = True  # collect network events and write a HAR
     keep_profile: bool = False  # debugging: keep the profile directory
+    # Chromium: load the page once, close the connections and clear the host cache (the TLS /
+    # QUIC session tickets stay), then time a second load (H3 0-RTT; docs/pageload.md)
+    warm_origin: bool = False
 
 
 @dataclass
@@ -60,6 +63,7 @@ class LoadResult:
     versions: dict[str, str] = field(default_factory=dict)
     wall_ms: dict[str, float] = field(default_factory=dict)  # start / load / collect / quit
     restarts: int = 0
+    warm: dict[str, Any] | None = None  # warm_origin: the warm-up load and the measured load's 0-RTT evidence
 
 
 def classify_exception(exc: BaseException, browser_text: str | None = None) -> errors.MeasurementError:

@@ -178,6 +178,12 @@ class DnsSetup:
         if self.stub is not None:
             self.stub.reset()
 
+    def fresh_upstream(self) -> None:
+        """Drop the stub's upstream connection and ticket (doq / doh3): its next query
+        handshakes in full, as a cold load's first one. Stubby (dot) keeps its connection."""
+        if self.stub is not None:
+            self.stub.fwd.reconnect()
+
     def close(self) -> None:
         if self.stub is not None:
             self.stub.close()

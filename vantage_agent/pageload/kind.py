@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vantage_agent import errors
 from vantage_agent.dns import catalog
@@ -49,6 +49,25 @@ class PageLoadParams(BaseModel):
     resolver_rtt: bool = Field(True, description="Ping each resolver used after each load.")
     rtt_count: int = Field(3, ge=1, le=20)
     har: bool = True
+    warm_origin: list[bool] = Field(
+        default_factory=lambda: [False], min_length=1,
+        description="true: Chromium loads the page once, closes its connections and clears its host cache (the "
+                    "session tickets stay), then the second load is measured (HTTP/3 0-RTT); [false, true]: both, "
+                    "as one more axis of the combinations (docs/pageload.md).")
+
+    @field_validator("warm_origin", mode="before")
+    @classmethod
+    def _warm_axis(cls, v: Any) -> Any:
+        return [v] if isinstance(v, bool) else v  # `warm_origin = true` is the one-value axis
+
+    @model_validator(mode="after")
+    def _warm_chromium(self) -> "PageLoadParams":
+        if True in self.warm_origin and "firefox" in self.browsers:
+            raise ValueError("warm_origin: only Chromium can close its connections and keep its session tickets "
+                             "between two loads (chrome.benchmarking); use browsers = [\"chromium\"]")
+        if len(set(self.warm_origin)) != len(self.warm_origin):
+            raise ValueError("warm_origin: a value twice")
+        return self
 
     @field_validator("dns")
     @classmethod
@@ -69,6 +88,15 @@ class PageLoadParams(BaseModel):
 def combinations(params: PageLoadParams, seed: int) -> list[tuple[str, str, str]]:
     """(browser, dns mode, http) for one site, shuffled with ``seed`` (pure; tested)."""
     combos = [(b, d, h) for b in params.browsers for d in params.dns for h in params.http]
+    random.Random(seed).shuffle(combos)
+    return combos
+
+
+def load_plan(params: PageLoadParams, seed: int) -> list[tuple[str, str, str, bool]]:
+    """(browser, dns mode, http, warm_origin) for one site, shuffled with ``seed``: with the
+    default warm_origin = [false], the same order as ``combinations`` (a shuffle depends only on
+    the list's length and the seed), so existing campaigns load in the same order."""
+    combos = [(b, d, h, w) for b in params.browsers for d in params.dns for h in params.http for w in params.warm_origin]
     random.Random(seed).shuffle(combos)
     return combos
 
@@ -262,6 +290,7 @@ def body_of(
         resolver_rtt_ms=rtt,
         wall_ms={k: round(v, 3) for k, v in res.wall_ms.items()},
         order=order,
+        warm_origin=res.warm,
     )
 
 
@@ -339,10 +368,10 @@ class _PageLoadKind:
     def run(self, unit: Unit, ctx: RunContext) -> Iterable[Envelope]:
         params = PageLoadParams.model_validate({**unit.params, "urls": [unit.target]})
         ca = find_ca(params.ca_file, ctx.testbed)
-        combos = combinations(params, unit.seed)
+        combos = load_plan(params, unit.seed)
         work = Path(ctx.artifacts_dir) / "work"
         refuse = _testbed_only(unit.target, params.dns) if not ctx.testbed else None
-        for i, (browser, mode_s, http) in enumerate(combos):
+        for i, (browser, mode_s, http, warm) in enumerate(combos):
             why = refuse
             try:
                 mode = dnsmode.parse(mode_s, testbed=ctx.testbed)
@@ -359,8 +388,10 @@ class _PageLoadKind:
                 ca_file=ca,
                 work_dir=str(work),
                 har=params.har,
+                warm_origin=warm,
             )
-            order = {"seed": unit.seed, "site_order": unit.order, "combination": i, "of": len(combos)}
+            order = {"seed": unit.seed, "site_order": unit.order, "combination": i, "of": len(combos),
+                     **({"warm_origin": True} if warm else {})}
             yield measure(
                 unit, unit.target, browser, mode, opts, Path(ctx.artifacts_dir),
                 rtt_count=params.rtt_count if params.resolver_rtt else None, order=order, testbed=ctx.testbed,

@@ -57,13 +57,28 @@ class Forwarder:
         self.transport = transport
         self.r = r
         self.timeout_s = timeout_s
-        verify: Any = ca_file if ca_file else True
-        self.manager = dns.quic.SyncQuicManager(
-            verify_mode=verify, server_name=r.tls_name or r.address, h3=(transport == "doh3")
-        )
+        self.verify: Any = ca_file if ca_file else True
+        self.manager = self._manager()
         self.lock = threading.Lock()
         self.conn: Any = None
         self.connects = 0
+
+    def _manager(self) -> Any:
+        return dns.quic.SyncQuicManager(
+            verify_mode=self.verify, server_name=self.r.tls_name or self.r.address, h3=(self.transport == "doh3")
+        )
+
+    def reconnect(self) -> None:
+        """The next query opens a new connection with a new manager (no session ticket, no
+        token): what a cold load's first query does. Used between a warm_origin load's warm-up
+        and its measured load (docs/pageload.md)."""
+        with self.lock:
+            old, self.conn, self.manager = self.conn, None, self._manager()
+        if old is not None:
+            try:
+                old.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
+                pass
 
     def _connection(self) -> Any:
         with self.lock:

@@ -80,3 +80,7 @@ class PageLoadBody(Frozen):
     )
     wall_ms: dict[str, NonNeg] = Field(default_factory=dict, description="Harness wall clock: start/load/collect/quit/total.")
     order: dict[str, Any] | None = Field(None, description="Seeded order: seed, site index, combination index.")
+    warm_origin: dict[str, Any] | None = Field(
+        None, description="warm_origin loads (this record is the measured, second load): warm_up (the first load's "
+                          "status, error, plt_ms, wall_ms) and zero_rtt (Chromium netlog: sessions, state, resumed, "
+                          "zero_rtt_packets, request_in_0rtt); null for a cold load.")
