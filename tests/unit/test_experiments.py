@@ -4,6 +4,7 @@ experiment 5, the command's list/errors, and every experiment spec validating at
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import dns.message
@@ -166,3 +167,32 @@ def test_coalescing_rtt_table_and_relative_increase():
     assert inc == {("doh", "4g", "example"): 50.0, ("doq", "4g", "example"): 10.0}
     hm = xc.heat_map(inc)
     assert "DoH above DoQ in 1/1" in hm and "(reproduced)" in hm
+
+
+def test_coalescing_0rtt_rows_claim_and_netlog_evidence(tmp_path, monkeypatch):
+    from dnscamp.experiments import coalescing as xc
+
+    load = lambda m, p, plt, warm=False: {"network_profile": p, "url": "https://www.js.test/", "dns_transport": m,  # noqa: E731
+                                          "status": "ok", "plt_ms": plt, "warm": warm}
+    inc = xc.relative_increase([load("do53", "4g", 500), load("do53", "4g", 500, warm=True), load("doq", "4g", 600),
+                                load("doq", "4g", 540, warm=True), load("doh", "4g", 700)])
+    assert inc == {("do53+0rtt", "4g", "wikipedia"): 0.0, ("doq", "4g", "wikipedia"): 20.0,
+                   ("doq+0rtt", "4g", "wikipedia"): 8.0, ("doh", "4g", "wikipedia"): 40.0}  # cold DoUDP is the baseline
+    hm = xc.heat_map(inc)
+    rows = [line.split()[0] for line in hm.splitlines()[3:7]]
+    assert rows == ["doq+0rtt", "doq", "doh", "do53+0rtt"]  # the paper's three rows first
+    summary = next(line for line in hm.splitlines() if line.startswith("doq+0rtt") and "wikipedia /" in line)
+    assert summary.split()[1:5] == ["7.3", "8.0", "26.0", "8.0"]
+    assert "DoQ + 1-RTT above DoQ + 0-RTT in 1/1 cells (reproduced" in hm
+    rec = lambda t, profile, z: {"kind": "page_load", "status": "ok", "vantage": {"network_profile": profile},  # noqa: E731
+                                 "body": {"dns_transport": t, "warm_origin": {"warm_up": {"status": "ok"}, "zero_rtt": z}}}
+    ok = {"sessions": 1, "state": "AttemptedAndSucceeded", "resumed": True, "request_in_0rtt": True}
+    late = {"sessions": 1, "state": "AttemptedAndSucceeded", "resumed": True, "request_in_0rtt": False}
+    monkeypatch.setenv("DNSCAMP_SPOOL", str(tmp_path))
+    run = tmp_path / "exp-coalescing-pages" / "r1"
+    run.mkdir(parents=True)
+    cold = {**rec("do53", "4g", None), "body": {"dns_transport": "do53", "warm_origin": None}}
+    (run / "u1.jsonl").write_text("\n".join(json.dumps(r) for r in (rec("doq", "4g", ok), rec("doq", "4g", late), cold)))
+    text = xc.early_data(xc.spool_records({"exp-coalescing-pages": "r1"}))
+    assert text.splitlines()[3].split() == ["doq+0rtt", "4g", "2", "2", "2", "1"], text
+    assert xc.early_data(xc.spool_records({"exp-coalescing-pages": "missing"})) == ""
