@@ -5,7 +5,9 @@ Two sources, one table:
 
 - ``atlas_api``: RIPE Atlas's probe API, ``GET /api/v2/probes/?id__in=...`` through
   ripe.atlas.cousteau's AtlasRequest with the pipeline's retry policy (atlas.client), following
-  the ``next`` page links as cousteau's ProbeRequest does. Atlas gives a probe's place as GeoJSON
+  the ``next`` page links as cousteau's ProbeRequest does (reference:
+  https://atlas.ripe.net/docs/apis/rest-api-reference/probes/probes_list). Atlas gives a probe's
+  place as GeoJSON
   ``geometry: {type: Point, coordinates: [lon, lat]}`` (longitude first), its AS as ``asn_v4``,
   its country as ``country_code`` and its state as ``status.name``.
 - ``testbed``: the testbed's Atlas-like probes emulate the paper's population (German probes,
