@@ -7,9 +7,8 @@ Two sources, one table:
   ripe.atlas.cousteau's AtlasRequest with the pipeline's retry policy (atlas.client), following
   the ``next`` page links as cousteau's ProbeRequest does (reference:
   https://atlas.ripe.net/docs/apis/rest-api-reference/probes/probes_list). Atlas gives a probe's
-  place as GeoJSON
-  ``geometry: {type: Point, coordinates: [lon, lat]}`` (longitude first), its AS as ``asn_v4``,
-  its country as ``country_code`` and its state as ``status.name``.
+  place as GeoJSON ``geometry: {type: Point, coordinates: [lon, lat]}`` (longitude first), its AS
+  as ``asn_v4``, its country as ``country_code`` and its state as ``status.name``.
 - ``testbed``: the testbed's Atlas-like probes emulate the paper's population (German probes,
   001_3c494309ab66be23.txt §IV-B), so probe i stands at the i-th documented site of
   atlas/testbed_sites.json (German cities, round-robin), in the AS the testbed's pyasn database
