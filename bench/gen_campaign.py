@@ -175,44 +175,47 @@ class Writer:
             self.f = None
 
 
-def _window(end: str) -> tuple[int, int]:
+def _window(end: str, days: int = DAYS) -> tuple[int, int]:
     t1 = int(datetime.fromisoformat(end.replace("Z", "+00:00")).timestamp()) * 10**9
-    return t1 - DAYS * 86400 * 10**9, t1
+    return t1 - days * 86400 * 10**9, t1
 
 
 # --- dns_query --------------------------------------------------------------------------
 
 
-def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str) -> Iterator[dict]:
-    """n dns_query records (as dicts whose env is an orjson.Fragment), in time order per vantage."""
-    t0, t1 = _window(end)
-    n_runs = -(-n // RECORDS_PER_RUN)
-    per_vantage = -(-n_runs // len(VANTAGES))
+def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str, *, vantages: tuple = VANTAGES,
+                resolvers: tuple = RESOLVERS, days: int = DAYS) -> Iterator[dict]:
+    """n dns_query records (as dicts whose env is an orjson.Fragment), in time order per vantage;
+    ``vantages``, ``resolvers`` and ``days``: a smaller campaign of the same shape (tests)."""
+    records_per_run = len(resolvers) * len(TRANSPORTS) * QUERIES_PER_UNIT
+    t0, t1 = _window(end, days)
+    n_runs = -(-n // records_per_run)
+    per_vantage = -(-n_runs // len(vantages))
     gap = (t1 - t0) // max(per_vantage, 1)  # between two runs of one vantage
-    envs = [orjson.Fragment(_env(r, p, "dns_query")) for _, r, p in VANTAGES]
-    boot = rng.integers(86_400 * 10**9, 3 * 86_400 * 10**9, len(VANTAGES))
-    units = [(ri, t) for ri in range(len(RESOLVERS)) for t in TRANSPORTS]
+    envs = [orjson.Fragment(_env(r, p, "dns_query")) for _, r, p in vantages]
+    boot = rng.integers(86_400 * 10**9, 3 * 86_400 * 10**9, len(vantages))
+    units = [(ri, t) for ri in range(len(resolvers)) for t in TRANSPORTS]
     made = 0
     for first in range(0, n_runs, BATCH_RUNS):
         runs = np.arange(first, min(first + BATCH_RUNS, n_runs))
-        k = len(runs) * RECORDS_PER_RUN
-        run_of = np.repeat(runs, RECORDS_PER_RUN)
-        vi = run_of % len(VANTAGES)
-        slot = np.tile(np.arange(RECORDS_PER_RUN), len(runs))
+        k = len(runs) * records_per_run
+        run_of = np.repeat(runs, records_per_run)
+        vi = run_of % len(vantages)
+        slot = np.tile(np.arange(records_per_run), len(runs))
         ui, seq = slot // QUERIES_PER_UNIT, slot % QUERIES_PER_UNIT
-        run_t = t0 + (run_of // len(VANTAGES)) * gap + vi * (gap // len(VANTAGES)) + rng.integers(0, 30 * 10**9, k)
+        run_t = t0 + (run_of // len(vantages)) * gap + vi * (gap // len(vantages)) + rng.integers(0, 30 * 10**9, k)
         started = run_t + ui * 1_500_000_000 + seq * 120_000_000  # 1.5 s per unit, 120 ms per query
-        access = np.array([ACCESS_RTT[VANTAGES[v][2]] for v in range(len(VANTAGES))])[vi]
-        region = np.array([REGIONS.index(VANTAGES[v][1]) for v in range(len(VANTAGES))])[vi]
+        access = np.array([ACCESS_RTT[vantages[v][2]] for v in range(len(vantages))])[vi]
+        region = np.array([REGIONS.index(vantages[v][1]) for v in range(len(vantages))])[vi]
         res_i = np.array([u[0] for u in units])[ui]
-        dist = np.array([r[4] for r in RESOLVERS])[res_i, region]
+        dist = np.array([r[4] for r in resolvers])[res_i, region]
         # per query RTT: access + distance, +-2 % jitter, and a 2 % queueing/retransmission tail
         rtt = (access + dist) * (1 + np.abs(rng.normal(0, 0.02, k))) \
             + np.where(rng.random(k) < 0.02, rng.exponential(40.0, k), 0.0)  # fmt: skip
         server = np.where(rng.random(k) < 0.95, rng.exponential(0.2, k), rng.lognormal(np.log(30.0), 0.8, k))
         local = rng.exponential(0.15, (3, k))  # client-side gaps between phases (ms)
         fail_u = rng.random(k)
-        is_4g = np.array([VANTAGES[v][2] == "4g" for v in range(len(VANTAGES))])[vi]
+        is_4g = np.array([vantages[v][2] == "4g" for v in range(len(vantages))])[vi]
         # CLOCK_MONOTONIC as on a vantage: ns since its boot (one boot 1-3 days before the window)
         mono0 = boot[vi] + (started - t0)
         ids = _uuids(rng, k)
@@ -224,7 +227,7 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str) -> It
                 return
             made += 1
             ri, tr = units[ui[i]]
-            name, addr, tls_name, url, _ = RESOLVERS[ri]
+            name, addr, tls_name, url, _ = resolvers[ri]
             spec = TRANSPORT[tr]
             s = int(seq[i])
             reused = tr != "do53" and s > 0
@@ -276,10 +279,10 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str) -> It
                     size = 44
                 else:  # truncated, malformed_response, other: an answer that could not be used
                     rcode = None
-            vid, vregion, vprofile = VANTAGES[vi[i]]
+            vid, vregion, vprofile = vantages[vi[i]]
             yield {
                 "schema": "dnscamp.result/1", "kind": "dns_query", "id": ids[i], "campaign": campaign,
-                "run": f"{vid}-r{int(run_of[i]) // len(VANTAGES):06d}", "unit": f"u-dns-{name}-{tr}",
+                "run": f"{vid}-r{int(run_of[i]) // len(vantages):06d}", "unit": f"u-dns-{name}-{tr}",
                 "vantage": {"id": vid, "provider": "ec2", "region": vregion, "network_profile": vprofile},
                 "started_at": stamps[i], "status": status,
                 "error": None if status == "ok" else ERROR_TEXT[status],

@@ -3,8 +3,8 @@ database of the embedded cluster:
 
 - ``ping``: N generated ``ping`` records (valid schema v1, distinct ids), then the same file
   again (all duplicates);
-- ``dns_query``: N generated ``dns_query`` records (`generate_dns`: fixture-shaped, 20 vantages,
-  8 resolvers, 30 days), the kind the compact store is tuned for (issue 19);
+- ``dns_query``: N generated ``dns_query`` records (bench/gen_campaign.py's: 20 vantages,
+  8 resolvers, 5 transports, 30 days), the kind the compact store is tuned for (issue 19);
 - ``mixed``: the v1 fixture records of every kind (tests/fixtures/results/v1/*.jsonl),
   repeated with fresh ids to M records;
 - ``mixed+hostile``: the same M records with the hostile corpus mixed in (one line in 20 from
@@ -20,6 +20,7 @@ Prints one line per workload; the last line is JSON.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -114,44 +115,26 @@ def generate_mixed(path: Path, n: int, hostile_every: int = 0, seed: int = 2) ->
     return lines
 
 
-def generate_dns(path: Path, n: int, *, days: int = 30, vantages: int = 20, resolvers: int = 8, seed: int = 3,
-                 start: str = "2026-10-01T00:00:00+00:00") -> None:
-    """n ``dns_query`` records shaped like the fixtures (tests/fixtures/results/v1/dns_query.jsonl:
-    every transport, ok and failed): ``vantages`` vantages x ``resolvers`` resolvers, started
-    over ``days`` days, one env per vantage, log-normal exchange times, ~3 % failures."""
-    import math
-    from datetime import datetime, timedelta
-
+def generate_dns(path: Path, n: int, *, days: int = 30, vantages: int = 20, resolvers: int = 8, seed: int = 3) -> None:
+    """n ``dns_query`` records from bench/gen_campaign.py (the one generator of the campaign's
+    shape: every transport, 1-5 % failures across the taxonomy) in one file: the first
+    ``vantages`` of its vantages and ``resolvers`` of its resolvers, over ``days`` days."""
+    import numpy as np
     import orjson
 
-    rnd = random.Random(seed)
-    fixtures = [json.loads(l) for l in (ROOT / "tests/fixtures/results/v1/dns_query.jsonl").read_text().splitlines()]
-    ok = [r for r in fixtures if r["status"] == "ok"]
-    failed = [r for r in fixtures if r["status"] != "ok"]
-    t0 = datetime.fromisoformat(start)
-    span_us = days * 86400 * 10**6
-    names = [f"www.site{i}.test." for i in range(20)]
-    with open(path, "wb") as f:
-        for i in range(n):
-            tmpl = rnd.choice(failed) if rnd.random() < 0.03 else ok[i % len(ok)]
-            v = i % vantages
-            rec = {**tmpl, "id": str(uuid.UUID(int=rnd.getrandbits(128), version=4)), "run": f"run-{v}-{i * days // n}",
-                   "vantage": {**tmpl["vantage"], "id": f"vantage-{v:02d}", "network_profile": ("fiber", "4g", "3g")[v % 3]},
-                   "started_at": (t0 + timedelta(microseconds=i * span_us // n)).isoformat().replace("+00:00", "Z")}
-            b = dict(tmpl["body"])
-            b["resolver"] = f"resolver-{(i // vantages) % resolvers}"
-            b["qname"] = rnd.choice(names)
-            b["sequence"] = i % 50
-            base = 10**12 + i * 10**7
-            rtt = math.exp(rnd.gauss(math.log(20e6), 0.6))  # ns
-            shift = base - (b["t_start"] or base)
-            for k in ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response"):
-                if b[k] is not None:
-                    b[k] += shift
-            if b["t_response"] is not None:
-                b["t_response"] = (b["t_query_sent"] or b["t_start"]) + int(rtt)
-            rec["body"] = b
+    gen = _gen_campaign()
+    recs = gen.dns_queries(n, np.random.default_rng(seed), "bench", gen.END, vantages=gen.VANTAGES[:vantages],
+                           resolvers=gen.RESOLVERS[:resolvers], days=days)  # fmt: skip
+    with open(path, "wb", buffering=1 << 20) as f:
+        for rec in recs:
             f.write(orjson.dumps(rec) + b"\n")
+
+
+def _gen_campaign():
+    spec = importlib.util.spec_from_file_location("gen_campaign", ROOT / "bench" / "gen_campaign.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen
 
 
 def measure(name: str, path: Path, lines: int, workers: int, again: bool = False) -> dict:

@@ -331,9 +331,22 @@ def rollup(envelope: list, body: dict) -> bytes:
     t0, t1 = body.get("t_start"), body.get("t_response")
     if ok and t0.__class__ is int and t1.__class__ is int:
         bucket = _F4(4, hist_bucket(float(t1 - t0) / 1e6))
-    return b"".join((_HOURLY_START, _fields((_int8(envelope[10] // _HOUR_US * _HOUR_US), envelope[3], envelope[6],
-                     envelope[9], _text(body.get("resolver")), _text(body.get("transport")))),
-                     _FALSE if ok else _TRUE, bucket))  # fmt: skip
+    resolver, transport = body.get("resolver"), body.get("transport")
+    key = (envelope[3], envelope[6], envelope[9], resolver, transport)
+    # cached for text (or null) resolver and transport: another JSON type is written as its JSON text
+    text = (resolver is None or resolver.__class__ is str) and (transport is None or transport.__class__ is str)
+    group = _HOURLY_GROUPS.get(key) if text else None
+    if group is None:
+        group = _fields((*key[:3], _text(resolver), _text(transport)))
+        if text:
+            if len(_HOURLY_GROUPS) >= _SHA_CACHE_MAX:
+                _HOURLY_GROUPS.clear()
+            _HOURLY_GROUPS[key] = group
+    return b"".join((_HOURLY_START, _F8(8, envelope[10] // _HOUR_US * _HOUR_US), group, _FALSE if ok else _TRUE,
+                     bucket))  # fmt: skip
+
+
+_HOURLY_GROUPS: dict[tuple, bytes] = {}  # (campaign, vantage, profile, resolver, transport) -> their COPY fields
 
 
 # Per-process caches of dimension hashes (a worker sees the same contexts, environments and
