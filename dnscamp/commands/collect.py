@@ -34,6 +34,9 @@ def collect_command(
         migrate.upgrade(engine.sqlalchemy_url("owner"))
     except sqlalchemy.exc.OperationalError as exc:
         die(f"cannot reach the store ({first_line(exc.orig)}): run `dnscamp db up`", code=1)
+    except sqlalchemy.exc.ProgrammingError as exc:  # a login that may read the revision but not migrate
+        die(f"the store's schema is behind this dnscamp and this login cannot migrate it ({first_line(exc.orig)}): "
+            "run `dnscamp db migrate` as the store's owner", code=1)
     url = engine.database_url("writer")
     quarantined = 0
 

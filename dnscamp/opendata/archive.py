@@ -81,8 +81,8 @@ def _sha256(fs: pafs.FileSystem, path: str) -> str:
 
 # Atlas tables of a campaign (measurements labelled "<campaign>" or "<campaign>/<run>"), and the
 # column their files are partitioned by day on (None: one partition, day=all).
-ATLAS_TABLES = {"atlas_measurements": None, "atlas_discovery": None, "atlas_results_raw": "timestamp",
-                "atlas_ping": "timestamp", "atlas_dns": "timestamp"}  # fmt: skip
+ATLAS_TABLES = {"atlas_measurements": None, "atlas_discovery": None, "atlas_probes": None,
+                "atlas_results_raw": "timestamp", "atlas_ping": "timestamp", "atlas_dns": "timestamp"}  # fmt: skip
 
 
 def _delta_columns(schema: pa.Schema) -> list[str]:
@@ -379,7 +379,7 @@ def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src:
     """The rows restore needs of the archived Atlas tables (measurements, discovery, raw)."""
     out: dict[str, list[dict]] = {}
     for f in manifest["files"]:
-        if f["kind"] not in ("atlas_measurements", "atlas_discovery", "atlas_results_raw"):
+        if f["kind"] not in ("atlas_measurements", "atlas_discovery", "atlas_probes", "atlas_results_raw"):
             continue
         try:
             with fs.open_input_file(f"{root}/{f['path']}") as fh:
@@ -390,7 +390,7 @@ def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src:
 
 
 def _restore_atlas(url: str, atlas: dict[str, list[dict]], raw_files: dict[str, Path]):
-    """Measurement roles and discovery upserted, raw results through collectors.atlas_ingest
+    """Measurement roles and discovery upserted, probe places inserted where missing, raw results through collectors.atlas_ingest
     (sagan parses them again; a result already stored is a duplicate)."""
     from atlas import store
     from atlas.discovery import Discovered
@@ -407,6 +407,13 @@ def _restore_atlas(url: str, atlas: dict[str, list[dict]], raw_files: dict[str, 
                                                 "probe_asn", "resolver_asn", "method", "qname")}))  # fmt: skip
         for label, rows in by_label.items():
             store.save_discovery(conn, label, rows)
+        # the probes' places as they were fetched (fetched_at kept: atlas.probes.save_probes stamps now())
+        cols = ("campaign", "prb_id", "country_code", "asn_v4", "lat", "lon", "status", "source", "fetched_at")
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO atlas_probes ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
+                " ON CONFLICT ON CONSTRAINT pk_atlas_probes DO NOTHING",
+                [tuple(p[c] for c in cols) for p in atlas.get("atlas_probes", [])])
     total = AtlasIngestStats()
     for label, path in raw_files.items():
         st = ingest_files([path], url, campaign=label or None)

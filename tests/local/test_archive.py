@@ -35,7 +35,7 @@ def stored(url: str) -> dict[str, dict]:
         return {r["id"]: r for r in iter_records(c, campaign=CAMPAIGN)}
 
 
-ATLAS = ("atlas_ping", "atlas_dns", "atlas_results_raw", "atlas_discovery", "atlas_measurements")
+ATLAS = ("atlas_ping", "atlas_dns", "atlas_results_raw", "atlas_discovery", "atlas_probes", "atlas_measurements")
 
 
 def drop_campaign(url: str) -> None:
@@ -54,6 +54,7 @@ def atlas_rows(url: str) -> dict[str, list]:
             "dns": c.execute("SELECT campaign, msm_id, prb_id, timestamp, resolver, rcode, answers, response_time_ms "
                              "FROM v_atlas_dns ORDER BY msm_id, prb_id, timestamp, resolver").fetchall(),
             "savings": c.execute("SELECT * FROM v_quicsocks_savings ORDER BY campaign, prb_id").fetchall(),
+            "probes": c.execute("SELECT * FROM v_atlas_probes ORDER BY campaign, prb_id").fetchall(),
         }  # fmt: skip
 
 
@@ -73,8 +74,8 @@ def test_archive_layout_manifest_and_restore_round_trip(demo_db, tmp_path):
     assert m["format"] == arc.FORMAT and m["records_schema"] == "dnscamp.result/1" and m["store_revision"]
     assert {k: v["rows"] for k, v in m["kinds"].items()} == {"dns_query": 60, "page_load": 48, "ping": 4, "atlas": 1}
     assert {k: v["rows"] for k, v in m["tables"].items()} == {"atlas_measurements": 4, "atlas_discovery": 20,
-                                                              "atlas_results_raw": 80, "atlas_ping": 60, "atlas_dns": 20}
-    assert set(m["view_defs"]) >= {"v_atlas_ping", "v_atlas_dns", "v_quicsocks_savings"}
+                                                              "atlas_probes": 20, "atlas_results_raw": 80, "atlas_ping": 60, "atlas_dns": 20}
+    assert set(m["view_defs"]) >= {"v_atlas_ping", "v_atlas_dns", "v_quicsocks_savings", "v_atlas_probes"}
     for f in m["files"]:
         p = dest / f["path"]
         assert p.parts[-3] == f"kind={f['kind']}" and p.parts[-2] == f"day={f['day']}"

@@ -58,7 +58,8 @@ def test_the_collector_collects_and_is_healthy_as_the_writer(as_writer, monkeypa
 def test_the_writer_cannot_migrate_a_store_that_is_behind(as_writer):
     migrate.downgrade(as_writer.replace("postgresql://", "postgresql+psycopg://", 1), "0013_rollups")
     r = _cli("collect", "s3://results/results/")
-    assert r.exit_code != 0
+    assert r.exit_code == 1 and r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.stderr.count("\n") == 1 and "run `dnscamp db migrate` as the store's owner" in r.stderr, r.stderr
     with psycopg.connect(as_writer) as c:
         assert c.execute("SELECT version_num FROM alembic_version").fetchall() == [("0013_rollups",)]
         assert c.execute("SELECT to_regclass('atlas_probes')").fetchone()[0] is None
