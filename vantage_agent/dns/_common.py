@@ -52,6 +52,7 @@ class QueryOptions:
     # §3.1.2; doh3: GET, see doh3.py for why)
     doh_method: str | None = None
     edns_payload: int = 1232
+    http_version: str | None = None  # DoH only: "1.1" forces HTTP/1.1; None = the transport's own (h2 / h3)
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -60,6 +61,8 @@ class QueryOptions:
             raise ValueError("attempts must be >= 1")
         if self.doh_method not in (None, "POST", "GET"):
             raise ValueError("doh_method must be POST or GET")
+        if self.http_version not in (None, "1.1", "2"):
+            raise ValueError("http_version must be 1.1 or 2")
 
 
 _RCODES = {i: dns.rcode.to_text(i) for i in range(16)}

@@ -172,7 +172,9 @@ class Client:
     def _new_handle(self) -> pycurl.Curl:
         ep = self.endpoint
         h = pycurl.Curl()
-        h.setopt(pycurl.HTTP_VERSION, self.http_version)
+        # QueryOptions.http_version "1.1": DoH over HTTP/1.1 (the open-loop load's h1.1 case, load.py)
+        h.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1 if self.options.http_version == "1.1"
+                 else self.http_version)
         h.setopt(pycurl.CAINFO, ep.ca_file or SYSTEM_CA)
         h.setopt(pycurl.SSL_VERIFYPEER, 1)
         h.setopt(pycurl.SSL_VERIFYHOST, 2)
@@ -244,6 +246,11 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def get_url(self, wire: bytes) -> str:
+        """The GET URL of a DNS message (RFC 8484 §4.1: base64url without padding)."""
+        b64 = base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
+        return f"{self.endpoint.url}{'&' if '?' in self.endpoint.url else '?'}dns={b64}"
+
     # -- one query -----------------------------------------------------------------------------
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
@@ -269,10 +276,8 @@ class Client:
         self._after_counts = None
         method = opt.doh_method or self.default_method
         if method == "GET":
-            b64 = base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
-            sep = "&" if "?" in ep.url else "?"
             h.setopt(pycurl.HTTPGET, 1)
-            h.setopt(pycurl.URL, f"{ep.url}{sep}dns={b64}")
+            h.setopt(pycurl.URL, self.get_url(wire))
         else:
             h.setopt(pycurl.URL, ep.url)
             h.setopt(pycurl.POSTFIELDS, wire)
@@ -374,7 +379,7 @@ class Client:
             return errors.TlsError(msg)
         if code == getattr(pycurl, "E_QUIC_CONNECT_ERROR", 96):
             return errors.QuicError(msg)
-        if code in (pycurl.E_HTTP2, getattr(pycurl, "E_HTTP3", 95), pycurl.E_HTTP2_STREAM):
+        if code in (pycurl.E_HTTP2, getattr(pycurl, "E_HTTP3", 95), getattr(pycurl, "E_HTTP2_STREAM", 92)):
             return errors.QuicError(msg) if self.udp else errors.HttpError(f"HTTP/2 error: {msg}")
         if code in (pycurl.E_RECV_ERROR, pycurl.E_SEND_ERROR, pycurl.E_GOT_NOTHING):
             return errors.ConnectError(msg)

@@ -12,6 +12,10 @@ Campaign spec (``[kinds.dns_query]``)::
     attempts = 2                  # resolv.conf default (Do53/UDP)
     warm_cache = true             # resolve every name once, untimed, before timing (below)
     engine = "dnscamp"            # or "getdns" (do53 and dot only; docs/dns-engines.md)
+    arrival = "poisson"           # open-loop load over one connection (load.py); default "sequential"
+    rate_per_s = 10.0             # poisson: mean arrivals per second (schedule seeded by the unit seed)
+    unique_names = true           # each query under a fresh random 5-character label (no cache hit)
+    http_version = "1.1"          # doh only: HTTP/1.1 instead of HTTP/2
 
 Targets are ``<resolver>/<transport>``; the runner shuffles the matrix order, and each unit
 shuffles its names with the unit seed (the WWW'20 practice of shuffled orders).
@@ -33,6 +37,7 @@ cannot express comes in ``RunContext.extra``: ``access_rtt_ms`` (an explicit acc
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Iterable, Literal
 
@@ -44,7 +49,7 @@ from vantage_agent.records import Envelope
 
 from . import catalog as catalog_mod
 from . import names as names_mod
-from . import registry, runner
+from . import load, registry, runner
 from ._common import QueryOptions
 from .policy import DEFAULT_IDLE_TIMEOUT_S, Policy
 
@@ -65,6 +70,24 @@ class DnsQueryParams(BaseModel):
     doh_method: Literal["POST", "GET"] | None = None  # None: POST for doh, GET for doh3 (docs/dns.md)
     warm_cache: bool = True
     engine: Literal["dnscamp", "getdns"] = registry.DEFAULT_ENGINE
+    # Open-loop load (vantage_agent/dns/load.py; issue 17 experiment 1, head-of-line blocking)
+    arrival: Literal["sequential", "poisson"] = "sequential"
+    rate_per_s: float | None = Field(None, gt=0, le=10000)
+    unique_names: bool = False
+    http_version: Literal["1.1", "2"] | None = None
+
+    @model_validator(mode="after")
+    def _load_fits(self) -> "DnsQueryParams":
+        if self.arrival == "poisson":
+            if self.rate_per_s is None:
+                raise ValueError("arrival 'poisson' needs rate_per_s")
+            if self.policy != "reuse" or self.engine != registry.DEFAULT_ENGINE:
+                raise ValueError("arrival 'poisson' runs over one connection: policy 'reuse', engine 'dnscamp'")
+        elif self.rate_per_s is not None:
+            raise ValueError("rate_per_s is for arrival 'poisson'")
+        if self.http_version is not None and set(self.transports) != {"doh"}:
+            raise ValueError("http_version applies to transport doh only: list transports = [\"doh\"]")
+        return self
 
     @field_validator("transports")
     @classmethod
@@ -130,7 +153,10 @@ class _DnsQueryKind:
             seed = unit.seed if ctx.extra.get("shuffle", True) else None
             qnames = runner.plan(params.name_list(Path(ctx.extra.get("campaign_dir", "."))), params.count, seed=seed)
             policy = Policy(params.policy, params.idle_timeout_s)
-            options = QueryOptions(timeout_s=params.timeout_s, attempts=params.attempts, doh_method=params.doh_method)
+            options = QueryOptions(timeout_s=params.timeout_s, attempts=params.attempts, doh_method=params.doh_method,
+                                   http_version=params.http_version)
+            # the warm-up resolves the base names; the timed queries ask names no cache holds
+            timed = load.unique_names(qnames) if params.unique_names else qnames
             warm_via, warm_endpoint = transport, endpoint
             if params.warm_cache:
                 try:
@@ -152,8 +178,12 @@ class _DnsQueryKind:
             yield make_record(unit, started_at=started, body=body, status=exc.status, error=exc.message, env=env)
             return
         version = getattr(client, "engine_version", None)
+        if params.arrival == "poisson":
+            yield from _load(unit, client, timed, params, seed, endpoint=endpoint, policy=policy, options=options,
+                             access_rtt_ms=rtt, cache_warmed=warmed, env=env)
+            return
         try:
-            for i, qn in enumerate(qnames):
+            for i, qn in enumerate(timed):
                 at = utcnow()
                 t = client.query(qn, params.qtype)
                 b = runner.body(t, endpoint=endpoint, policy=policy, options=options, sequence=i, access_rtt_ms=rtt,
@@ -161,6 +191,18 @@ class _DnsQueryKind:
                 yield make_record(unit, started_at=at, body=b, status=t.status, error=t.error, env=env)
         finally:
             client.close()
+
+
+def _load(unit: Unit, client, qnames: list[str], params: DnsQueryParams, seed: int | None, *,
+          env: dict, **body_kw) -> Iterable[Envelope]:
+    """The open-loop run (load.py): every query a record, ``started_at`` its scheduled arrival."""
+    offsets = load.schedule(len(qnames), params.rate_per_s, seed)
+    wall, t0 = utcnow(), load.c.now() + 50_000_000  # 50 ms to get ready before the first arrival
+    results = load.run(client, qnames, offsets, qtype=params.qtype, seed=seed, start_ns=t0)
+    for i, (t, off) in enumerate(zip(results, offsets)):
+        b = runner.body(t, sequence=i, engine=params.engine, **body_kw)
+        yield make_record(unit, started_at=wall + timedelta(seconds=0.05 + off), body=b, status=t.status,
+                          error=t.error, env=env)
 
 
 def _setup_failure_body(unit: Unit, base_dir: Path) -> dict:
