@@ -14,7 +14,17 @@ whoami          10.53.0.4     ``whoami.test.``: any name below it is answered wi
                               the *asking resolver's* address (TTL 0, so every query reaches the
                               server) and logged: random-subdomain discovery (QuicSocks method,
                               001_3c494309ab66be23.txt)
+hol             10.53.0.2     ``hol.test.`` (any name: A 192.0.2.1 at once) and ``slow.hol.test.``
+                              (any name: A 192.0.2.53 after 1,000 ms, CoreDNS ``erratic`` ``delay``):
+                              the head-of-line experiment's fast and delayed names (issue 17 §1)
 ==============  ============  =====================================================================
+
+The head-of-line zones (``HOL_ZONE``, ``HOL_SLOW_ZONE``) are served by the TLD's own address
+(a server block per zone in ``dns-auth``; CoreDNS hands a query to the longest matching zone),
+so no zone cut and no new address are needed: the resolver asks the ``test.`` server and gets
+an authoritative answer. Every name below them is answered (template / erratic), so the
+experiment asks names with a random label that no cache holds; the delay is real, at the
+authoritative side, behind the resolver's recursion.
 
 CoreDNS's ``whoami`` plugin puts the client address in the *additional* section, which a
 recursive resolver does not pass on, so the whoami zone uses the ``template`` plugin with
@@ -42,6 +52,9 @@ TLD_NS = "ns1.test"
 WHOAMI_NS = f"ns.{plan.WHOAMI_ZONE}"
 RESOLVER_NAMES = {plan.ISP_RESOLVER_NAME: plan.ISP_RESOLVER, plan.PUBLIC_RESOLVER_NAME: plan.PUBLIC_RESOLVER}
 SERIAL = 2026010101
+HOL_ZONE = "hol.test"  # fast names: answered at once
+HOL_SLOW_ZONE = f"slow.{HOL_ZONE}"  # delayed names: answered after HOL_DELAY_MS
+HOL_DELAY_MS = 1000  # 003_b61199a6a5b37f70.txt §3: "delay one in every 25 queries by 1000ms"
 
 # Log line formats (CoreDNS `log` plugin placeholders); the first word names the server.
 AUTH_LOG = "auth {local} {remote}:{port} {type} {class} {name} {proto} {rcode} {rsize} {duration}"
@@ -127,7 +140,18 @@ def auth_corefile(sites: SiteSet, zone_files: dict[str, Path]) -> str:
     for zone in sites.zones():
         blocks.append(f"{zone}. {{\n  bind {plan.SITES_AUTH_SERVER}\n  file {zone_files[zone]} {zone}.\n"
                       f"  log . \"{AUTH_LOG}\"\n  errors\n}}")
-    return "\n".join(blocks) + "\n"
+    return "\n".join(blocks + hol_blocks()) + "\n"
+
+
+def hol_blocks() -> list[str]:
+    """The head-of-line zones (module docstring): on the TLD's address, every name answered;
+    below ``HOL_SLOW_ZONE`` after ``HOL_DELAY_MS`` (erratic: ``delay 1`` = every query)."""
+    return [
+        f"{HOL_ZONE}. {{\n  bind {plan.TLD_SERVER}\n  template IN A {HOL_ZONE} {{\n"
+        f"    answer \"{{{{ .Name }}}} 60 IN A 192.0.2.1\"\n  }}\n  log . \"{AUTH_LOG}\"\n  errors\n}}",
+        f"{HOL_SLOW_ZONE}. {{\n  bind {plan.TLD_SERVER}\n  erratic {{\n    delay 1 {HOL_DELAY_MS}ms\n  }}\n"
+        f"  log . \"{AUTH_LOG}\"\n  errors\n}}",
+    ]
 
 
 def whoami_corefile() -> str:
