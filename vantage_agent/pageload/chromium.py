@@ -121,6 +121,8 @@ def load(url: str, opts: LoadOptions, dns: DnsSetup) -> LoadResult:
     ``res.warm`` says how the first went and whether the second used 0-RTT); never raises."""
     if not opts.warm_origin:
         return _load(url, opts, dns, None)
+    if opts.work_dir:
+        Path(opts.work_dir).mkdir(parents=True, exist_ok=True)  # a run's first load makes it
     fd, name = tempfile.mkstemp(prefix="dc-netlog-", suffix=".json", dir=opts.work_dir or None)
     os.close(fd)
     netlog = Path(name)
