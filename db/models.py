@@ -153,6 +153,7 @@ generic_results = sa.Table(
     sa.Column("body", JSONB, nullable=False),
     sa.Column("body_exact", JSON),
     sa.Index("ix_generic_results_started", "started_at", postgresql_using="brin"),
+    sa.Index("ix_generic_results_kind_started", "kind", "started_at"),  # 0015: a kind's rows in a window
     postgresql_partition_by="RANGE (started_at)",
 )  # fmt: skip
 

@@ -8,16 +8,19 @@
 -- or IPv4 + TCP with timestamps (52 B) headers per packet, to compare with
 -- 003_b61199a6a5b37f70.txt §5 (UDP 182 B / 2 packets; DoH 5,737 B / 27; reused 864 B / 8).
 -- Never an error on stored data: body values are read with JSON_VALUE (NULL for a value of
--- another JSON type or out of the column's range), differences and sums are computed in
--- numeric and a total out of its column's range is NULL, the RTT multiples use an access RTT
--- of at least 1 us (records v1 refuse a smaller one).
+-- another JSON type or out of the column's range), differences are computed by
+-- dnscamp_ns_ms (in bigint when both timestamps are >= 0, as records v1 have them, else in
+-- numeric: the same float8), sums in numeric and a total out of its column's range is NULL,
+-- the RTT multiples use an access RTT of at least 1 us (records v1 refuse a smaller one).
 -- engine, engine_version: what timed the query (our engine or getdns, issue 12 §6) and its
 -- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
 -- for records that do not carry it.
 -- Storage (issue 19, docs/store.md): a query is a dns_queries row (per-query integers typed,
 -- the rest of its body in its dns_shapes row, whose columns are read from that body by the
 -- same expressions as below) or, when its body does not fit those columns, a generic_results
--- row read from its whole body; the two branches give the same columns.
+-- row read from its whole body; the two branches give the same columns. The dimension rows
+-- are LEFT JOINed on their primary keys (every id exists), so a query that reads none of a
+-- dimension's columns does not join it (issue 16: environments, for tool_versions only).
 CREATE OR REPLACE VIEW v_dns_query AS
 WITH d AS (
   SELECT q.id, c.campaign, c.run, q.unit, c.vantage_id, c.provider, c.region, c.network_profile,
@@ -32,9 +35,9 @@ WITH d AS (
          q.query_packets_received, e.envb -> 'dns' AS tool_versions, s.cache_warmed, s.engine, s.engine_version,
          s.engine_run_time_ms, s.hdr_bytes
   FROM dns_queries q
-  JOIN contexts c ON c.id = q.ctx_id
-  JOIN dns_shapes s ON s.id = q.shape_id
-  JOIN environments e ON e.id = q.env_id
+  LEFT JOIN contexts c ON c.id = q.ctx_id
+  LEFT JOIN dns_shapes s ON s.id = q.shape_id
+  LEFT JOIN environments e ON e.id = q.env_id
   UNION ALL
   SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
          r.started_at, r.status, r.error,
@@ -66,8 +69,8 @@ WITH d AS (
          JSON_VALUE(r.body, '$.engine_run_time_ms' RETURNING float8),
          CASE WHEN r.body ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END
   FROM generic_results r
-  JOIN contexts c ON c.id = r.ctx_id
-  JOIN environments e ON e.id = r.env_id
+  LEFT JOIN contexts c ON c.id = r.ctx_id
+  LEFT JOIN environments e ON e.id = r.env_id
   WHERE r.kind = 'dns_query'
 ), t AS (
   SELECT d.*,
@@ -87,13 +90,13 @@ SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.ne
        d.http_method, d.http_status, d.rcode, d.answers,
        COALESCE(JSON_VALUE(d.answers, '$.size()' RETURNING int), 0) AS answer_count,
        d.response_size,
-       (d.t_connected::numeric - d.t_start)::float8 / 1e6 AS connect_ms,
-       (d.t_tls_done::numeric - COALESCE(d.t_connected, d.t_start))::float8 / 1e6 AS handshake_ms,
-       (d.t_response::numeric - d.t_query_sent)::float8 / 1e6 AS exchange_ms,
-       (d.t_response::numeric - d.t_start)::float8 / 1e6 AS total_ms,
+       dnscamp_ns_ms(d.t_connected, d.t_start) AS connect_ms,
+       dnscamp_ns_ms(d.t_tls_done, COALESCE(d.t_connected, d.t_start)) AS handshake_ms,
+       dnscamp_ns_ms(d.t_response, d.t_query_sent) AS exchange_ms,
+       dnscamp_ns_ms(d.t_response, d.t_start) AS total_ms,
        d.access_rtt_ms,
-       (d.t_response::numeric - d.t_query_sent)::float8 / 1e6 / d.rtt_divisor AS exchange_rtt_multiple,
-       (d.t_response::numeric - d.t_start)::float8 / 1e6 / d.rtt_divisor AS total_rtt_multiple,
+       dnscamp_ns_ms(d.t_response, d.t_query_sent) / d.rtt_divisor AS exchange_rtt_multiple,
+       dnscamp_ns_ms(d.t_response, d.t_start) / d.rtt_divisor AS total_rtt_multiple,
        d.wire_basis,
        d.handshake_bytes_sent, d.handshake_bytes_received,
        d.handshake_packets_sent, d.handshake_packets_received,

@@ -4,7 +4,8 @@
 -- Never an error on stored data: values are read with JSON_VALUE (NULL for a value of another
 -- JSON type or out of the column's range: the navigation entry and the stub summary are
 -- free-form JSON), and the phase differences are computed by the JSON path in numeric.
--- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context.
+-- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context,
+-- LEFT JOINed on primary keys (every id exists): a query not reading the seed skips environments.
 CREATE OR REPLACE VIEW v_page_load AS
 SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
@@ -44,6 +45,6 @@ SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.ne
        r.body -> 'order' AS load_order,
        e.envb ->> 'seed' AS seed
 FROM generic_results r
-JOIN contexts c ON c.id = r.ctx_id
-JOIN environments e ON e.id = r.env_id
+LEFT JOIN contexts c ON c.id = r.ctx_id
+LEFT JOIN environments e ON e.id = r.env_id
 WHERE r.kind = 'page_load';
