@@ -33,7 +33,7 @@ class ExperimentError(Exception):
 
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
-    Experiment("hol", 1, "Head-of-line blocking over one connection", "003_b61199a6a5b37f70.txt §3", None),
+    Experiment("hol", 1, "Head-of-line blocking over one connection", "003_b61199a6a5b37f70.txt §3 (Fig. 2)", "hol"),
     Experiment("bytes", 2, "Bytes and packets per resolution by layer", "003_b61199a6a5b37f70.txt §4 (Figs. 3-5)",
                "bytes"),
     Experiment("www20", 3, "WWW'20 conditions matrix: PLT difference to Do53",
