@@ -93,6 +93,40 @@ def same(a: list, b: list) -> bool:
     return True
 
 
+def side_by_side(url: str, reader: str, campaign: str, dest: Path, records: int, runs: int) -> dict:
+    """Archive ``campaign`` of the store at ``url`` (owner) into ``dest``, then time QUERIES on
+    Postgres (``reader``, the v_ views) and on DuckDB over the archive, same SQL text, results
+    checked equal. ``records``: the campaign's record count (for bytes per record)."""
+    from dnscamp.opendata import archive, duck
+
+    res: dict = {"queries": {}}
+    t = time.perf_counter()
+    with psycopg.connect(url) as c:
+        m = archive.write(c, campaign, str(dest))
+    res["archive_s"] = round(time.perf_counter() - t, 1)
+    pbytes = sum(f["bytes"] for f in m["files"])
+    res["parquet_bytes"] = pbytes
+    res["parquet_bytes_per_record"] = round(pbytes / records, 1)
+    res["parquet_files"] = len(m["files"])
+    print(f"archived in {res['archive_s']} s: {len(m['files'])} files, {res['parquet_bytes_per_record']} B/record", flush=True)
+
+    t = time.perf_counter()
+    con = duck.connect(str(dest))
+    res["duckdb_open_s"] = round(time.perf_counter() - t, 3)
+    with psycopg.connect(reader) as rc:
+        rc.read_only = True
+        for name, q in QUERIES.items():
+            q = q.replace("'bench'", f"'{campaign}'")
+            pc, pw, prow = timed(lambda: rc.execute(q).fetchall(), runs)
+            dc, dw, drow = timed(lambda: con.execute(q).fetchall(), runs)
+            assert same(prow, drow), (name, prow[:3], drow[:3])
+            res["queries"][name] = {"postgres_cold_s": round(pc, 3), "postgres_s": round(pw, 3),
+                                    "duckdb_cold_s": round(dc, 3), "duckdb_s": round(dw, 3), "rows": len(prow)}
+            print(f"{name}: Postgres {pw * 1000:.0f} ms (cold {pc * 1000:.0f}), DuckDB {dw * 1000:.0f} ms "
+                  f"(cold {dc * 1000:.0f}), same {len(prow)} rows", flush=True)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000, help="dns_query records (the machine's limit: 1,000,000)")
@@ -103,12 +137,11 @@ def main() -> None:
 
     from collectors.ingest import ingest
     from db import embedded, engine, migrate
-    from dnscamp.opendata import archive, duck
 
     was_running = engine.external_url() is not None or embedded.is_running()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="dnscamp-archive-bench-"))
     dbname = f"dnscamp_archive_bench_{os.getpid()}"
-    res: dict = {"records": a.records, "machine": f"{platform.machine()}, {os.cpu_count()} vCPU", "queries": {}}
+    res: dict = {"records": a.records, "machine": f"{platform.machine()}, {os.cpu_count()} vCPU"}
     try:
         t = time.perf_counter()
         gen.generate(work / "gen", dns_queries_n=a.records, page_loads_n=0, atlas_n=0, seed=1, campaign=CAMPAIGN)
@@ -136,31 +169,8 @@ def main() -> None:
         print(f"ingested in {secs:.1f} s ({res['ingest_records_per_s']:,}/s); store: {res['postgres_bytes_per_record']} B/record "
               f"{grown}", flush=True)
 
-        dest = work / "archive"
-        t = time.perf_counter()
-        with psycopg.connect(url) as c:
-            m = archive.write(c, CAMPAIGN, str(dest))
-        res["archive_s"] = round(time.perf_counter() - t, 1)
-        pbytes = sum(f["bytes"] for f in m["files"])
-        res["parquet_bytes"] = pbytes
-        res["parquet_bytes_per_record"] = round(pbytes / a.records, 1)
-        res["parquet_files"] = len(m["files"])
-        print(f"archived in {res['archive_s']} s: {len(m['files'])} files, {res['parquet_bytes_per_record']} B/record", flush=True)
-
-        reader = engine.database_url("reader", dbname=dbname)
-        t = time.perf_counter()
-        con = duck.connect(str(dest))
-        res["duckdb_open_s"] = round(time.perf_counter() - t, 3)
-        with psycopg.connect(reader) as rc:
-            rc.read_only = True
-            for name, q in QUERIES.items():
-                pc, pw, prow = timed(lambda: rc.execute(q).fetchall(), a.runs)
-                dc, dw, drow = timed(lambda: con.execute(q).fetchall(), a.runs)
-                assert same(prow, drow), (name, prow[:3], drow[:3])
-                res["queries"][name] = {"postgres_cold_s": round(pc, 3), "postgres_s": round(pw, 3),
-                                        "duckdb_cold_s": round(dc, 3), "duckdb_s": round(dw, 3), "rows": len(prow)}
-                print(f"{name}: Postgres {pw * 1000:.0f} ms (cold {pc * 1000:.0f}), DuckDB {dw * 1000:.0f} ms "
-                      f"(cold {dc * 1000:.0f}), same {len(prow)} rows", flush=True)
+        res.update(side_by_side(url, engine.database_url("reader", dbname=dbname), CAMPAIGN, work / "archive",
+                                a.records, a.runs))
     finally:
         with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')

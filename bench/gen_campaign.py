@@ -529,9 +529,10 @@ def generate(out: Path, *, dns_queries_n: int = 10_000_000, page_loads_n: int = 
     return meta
 
 
-def load(out: Path, url: str, *, workers: int | None = None) -> dict:
+def load(out: Path, url: str, *, workers: int | None = None, records: bool = True) -> dict:
     """Store a generated campaign through the normal paths (as tests/scaffolding/demo_data.py
-    loads the demo): collectors.ingest for the records, the Atlas registry, collectors.atlas_ingest."""
+    loads the demo): collectors.ingest for the records (``records=False``: stored already),
+    the Atlas registry, collectors.atlas_ingest."""
     import psycopg
 
     from atlas import store
@@ -540,7 +541,7 @@ def load(out: Path, url: str, *, workers: int | None = None) -> dict:
     from collectors.ingest import ingest
 
     out = Path(out)
-    stats = ingest([out / "records"], url, workers=workers)
+    stats = ingest([out / "records"], url, workers=workers) if records else None
     reg = json.loads((out / "atlas" / "registry.json").read_text())
     with psycopg.connect(url) as conn:
         for m in reg["measurements"]:
@@ -548,7 +549,7 @@ def load(out: Path, url: str, *, workers: int | None = None) -> dict:
                                        target=m["target"], definition=m["definition"])  # fmt: skip
         store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
     atlas = ingest_files(sorted((out / "atlas").glob("results-*.jsonl")), url, campaign=reg["campaign"])
-    return {"records": stats.as_json(), "atlas": atlas.as_json()}
+    return {"records": stats.as_json() if stats else None, "atlas": atlas.as_json()}
 
 
 def main(argv: list[str] | None = None) -> int:

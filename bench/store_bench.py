@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+CAMPAIGN = "bench"  # the dns_query records' campaign (bench/archive_bench.py's queries name it)
 # Tables of the store and which kind they serve (None: every kind, shared by record count).
 TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_batches": None,
           "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly": "dns_query",
@@ -122,34 +124,61 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dns", type=int, default=1_000_000)
     ap.add_argument("--page-loads", type=int, default=100_000)
+    ap.add_argument("--atlas", type=int, default=0, help="RIPE Atlas results (collectors.atlas_ingest)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--archive", action="store_true",
+                    help="then bench/archive_bench.py's side by side on the same store: the dns_query campaign "
+                         "archived as Parquet, its queries on Postgres and on DuckDB")  # fmt: skip
     args = ap.parse_args()
     load_before = round(os.getloadavg()[0], 2)
     dbname = f"dnscamp_store_bench_{os.getpid()}"
     admin = engine.database_url("owner", dbname="postgres")
     url = engine.database_url("owner", dbname=dbname)  # creates the database
-    res: dict = {"dns_query_records": args.dns, "page_load_records": args.page_loads}
+    res: dict = {"dns_query_records": args.dns, "page_load_records": args.page_loads, "atlas_results": args.atlas}
+    work = Path(tempfile.mkdtemp(prefix="dnscamp-store-bench-"))
     try:
         migrate.upgrade(url.replace("postgresql://", "postgresql+psycopg://", 1))
-        with tempfile.TemporaryDirectory(prefix="dnscamp-store-bench-") as d:
-            meta = gen.generate(Path(d), dns_queries_n=args.dns, page_loads_n=args.page_loads, atlas_n=0)
-            lines = args.dns + args.page_loads
+        # dns_query records in their own campaign (what archive_bench's queries name), page
+        # loads and Atlas results in another: the archive side by side reads the first only
+        t = time.perf_counter()
+        meta = gen.generate(work / "dns", dns_queries_n=args.dns, page_loads_n=0, atlas_n=0, campaign=CAMPAIGN)
+        if args.page_loads or args.atlas:
+            gen.generate(work / "other", dns_queries_n=0, page_loads_n=args.page_loads, atlas_n=args.atlas,
+                         campaign=f"{CAMPAIGN}-other")  # fmt: skip
+        res["generate_s"] = round(time.perf_counter() - t, 1)
+        print(f"generated in {res['generate_s']} s (load {os.getloadavg()[0]:.2f})", flush=True)
+        for name, path, n in (("dns_query", work / "dns" / "records", args.dns),
+                              ("page_load", work / "other" / "records", args.page_loads)):  # fmt: skip
+            if not n:
+                continue
+            la = round(os.getloadavg()[0], 2)
             t0, c_own, c_pg = time.perf_counter(), own_cpu(), postgres_cpu()
-            st = ingest([Path(d) / "records"], url, workers=args.workers)
+            st = ingest([path], url, workers=args.workers)
             secs = time.perf_counter() - t0
             time.sleep(0.5)
             cpu_own, cpu_pg = own_cpu() - c_own, postgres_cpu() - c_pg
-        assert st.ingested == lines, st.as_json()
-        res["ingest"] = {"seconds": round(secs, 1), "records_per_s": round(lines / secs),
-                         "cpu_us_per_record_python": round(cpu_own / lines * 1e6, 1),
-                         "cpu_us_per_record_postgres": round(cpu_pg / lines * 1e6, 1),
-                         "records_per_s_if_two_idle_cores": round(2 * lines / (cpu_own + cpu_pg))}  # fmt: skip
-        print(f"ingest: {lines} records in {secs:.1f} s = {lines / secs:.0f}/s; CPU per record "
-              f"{res['ingest']['cpu_us_per_record_python']} us Python + {res['ingest']['cpu_us_per_record_postgres']} us "
-              f"Postgres (two idle cores: {res['ingest']['records_per_s_if_two_idle_cores']}/s)", flush=True)  # fmt: skip
+            assert st.ingested == n, st.as_json()
+            res[f"ingest_{name}"] = {"records": n, "seconds": round(secs, 1), "records_per_s": round(n / secs),
+                                     "cpu_us_per_record_python": round(cpu_own / n * 1e6, 1),
+                                     "cpu_us_per_record_postgres": round(cpu_pg / n * 1e6, 1),
+                                     "records_per_s_if_two_idle_cores": round(2 * n / (cpu_own + cpu_pg)),
+                                     "load_avg_1min": [la, round(os.getloadavg()[0], 2)]}  # fmt: skip
+            r = res[f"ingest_{name}"]
+            print(f"ingest {name}: {n} records in {secs:.1f} s = {n / secs:.0f}/s; CPU per record "
+                  f"{r['cpu_us_per_record_python']} us Python + {r['cpu_us_per_record_postgres']} us Postgres "
+                  f"(two idle cores: {r['records_per_s_if_two_idle_cores']}/s); load {r['load_avg_1min']}", flush=True)
+            shutil.rmtree(path, ignore_errors=True)  # the disk the next steps need
+        if args.atlas:
+            t0 = time.perf_counter()
+            out = gen.load(work / "other", url, workers=args.workers, records=False)  # registry, then results
+            res["ingest_atlas"] = {"seconds": round(time.perf_counter() - t0, 1), **out["atlas"]}
+            print(f"ingest atlas: {res['ingest_atlas']}", flush=True)
+        shutil.rmtree(work / "other", ignore_errors=True)
         with psycopg.connect(url, autocommit=True) as conn:
+            t0 = time.perf_counter()
             conn.execute("VACUUM ANALYZE")
+            res["vacuum_analyze_s"] = round(time.perf_counter() - t0, 1)
             size = sizes(conn)
             res["table_bytes"] = size
             res["rows"] = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in size}
@@ -158,8 +187,26 @@ def main() -> None:
                 print(f"{t}: {res['rows'][t]} rows, {b / 2**20:.1f} MiB", flush=True)
             for k, v in res["per_kind"].items():
                 print(f"{k}: {v['records']} records, {v['bytes_per_record']} bytes per record", flush=True)
+            la = round(os.getloadavg()[0], 2)
             res["queries"] = time_queries(conn, args.repeat, meta["end"])
+            res["queries_load_avg_1min"] = [la, round(os.getloadavg()[0], 2)]
+        if args.archive:
+            import archive_bench
+
+            la = round(os.getloadavg()[0], 2)
+            res["archive"] = archive_bench.side_by_side(url, engine.database_url("reader", dbname=dbname), CAMPAIGN,
+                                                        work / "archive", args.dns, args.repeat)  # fmt: skip
+            res["archive"]["load_avg_1min"] = [la, round(os.getloadavg()[0], 2)]
+            dns_bytes = res["per_kind"]["dns_query"]["bytes_per_record"]
+            print(f"\n| {args.dns:,} dns_query records | Postgres (dnscamp store) | Parquet (zstd) + DuckDB |\n|---|---|---|\n"
+                  f"| bytes on disk per record | {dns_bytes:,} | {res['archive']['parquet_bytes_per_record']} |\n"
+                  f"| write | ingest {res['ingest_dns_query']['records_per_s']:,} records/s | archive "
+                  f"{args.dns / res['archive']['archive_s']:,.0f} records/s |", flush=True)  # fmt: skip
+            for name, q in res["archive"]["queries"].items():
+                print(f"| {name} | {q['postgres_s'] * 1000:,.0f} ms (cold {q['postgres_cold_s'] * 1000:,.0f}) | "
+                      f"{q['duckdb_s'] * 1000:,.0f} ms (cold {q['duckdb_cold_s'] * 1000:,.0f}) |", flush=True)
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
             c.execute("CHECKPOINT")
