@@ -6,7 +6,10 @@ data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max 
     .venv/bin/python bench/dashboard_queries.py [--url postgresql://...] [--repeat 20] [--campaign C]
 
 --url: a libpq URL of a role that can read the views (Grafana's is dnscamp_reader); default:
-the reader of the store dnscamp uses. Prints one line per panel; the last line is JSON.
+the reader of the store dnscamp uses. Prints one line per panel; the last line is JSON. Beside
+the wall times, the server's CPU time per query (the session's backend and its parallel workers, from /proc,
+when the server runs on this machine: on a shared machine wall time includes waiting for a
+core, CPU time does not) and the load average before and after.
 """
 
 from __future__ import annotations
@@ -42,6 +45,25 @@ def _interval(lo: datetime, hi: datetime, max_points: int = 1000) -> str:
     return f"{int(-(-seconds // 60))}m"
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _server_cpu_ms(backend: int) -> float | None:
+    """CPU time (ms) of a local server's work for this session: the backend's utime + stime plus
+    the postmaster's cutime + cstime (its exited children: the parallel workers a query
+    started). None when the server is not on this machine."""
+    own = _stat(backend)
+    parent = own and _stat(int(own[1]))
+    if not own or not parent:
+        return None
+    ticks = int(own[11]) + int(own[12]) + int(parent[13]) + int(parent[14])
+    return ticks * 1e3 / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     import dashboards
     from dashboards.expand import expand, resolve
@@ -64,6 +86,8 @@ def main() -> int:
     out: dict[str, dict] = {}
     with psycopg.connect(args.url, autocommit=True) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        load_before = os.getloadavg()
         counts = dict(conn.execute("SELECT kind, count(*) FROM v_results GROUP BY 1").fetchall())
         lo, hi = _time_range(conn, args)
         iv = _interval(lo, hi)
@@ -80,19 +104,25 @@ def main() -> int:
                 sql = expand(p["targets"][0]["rawSql"], variables, lo, hi, interval=iv)
                 rows = len(conn.execute(sql).fetchall())  # warm-up (and the row count)
                 times = []
+                cpu0 = _server_cpu_ms(backend)
                 for _ in range(args.repeat):
                     t0 = time.perf_counter()
                     conn.execute(sql).fetchall()
                     times.append((time.perf_counter() - t0) * 1e3)
                 q = statistics.quantiles(times, n=20, method="inclusive") if len(times) > 1 else times * 19
+                cpu1 = _server_cpu_ms(backend)
                 fig = {"rows": rows, "p50_ms": round(statistics.median(times), 2), "p95_ms": round(q[18], 2),
-                       "max_ms": round(max(times), 2)}
+                       "max_ms": round(max(times), 2),
+                       "cpu_ms": None if cpu0 is None else round((cpu1 - cpu0) / args.repeat, 1)}
                 out[f"{name.removesuffix('.json')} / {p['title']}"] = fig
                 flag = "" if fig["p95_ms"] <= TARGET_MS else f"  > {TARGET_MS} ms"
                 print(f"  {p['title']}: p50 {fig['p50_ms']} ms, p95 {fig['p95_ms']} ms, max {fig['max_ms']} ms, "
-                      f"{rows} rows{flag}")
+                      f"server CPU {fig['cpu_ms']} ms/query, {rows} rows{flag}")
     worst = max(out.items(), key=lambda kv: kv[1]["p95_ms"]) if out else ("-", {"p95_ms": None})
+    load_after = os.getloadavg()
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print(json.dumps({"records": counts, "repeat": args.repeat, "interval": iv, "worst_panel": worst[0],
+                      "load_before": load_before, "load_after": load_after,
                       "worst_p95_ms": worst[1]["p95_ms"], "over_target": sorted(k for k, v in out.items()
                                                                                 if v["p95_ms"] > TARGET_MS),
                       "panels": out}))

@@ -5,14 +5,21 @@ failure dashboard's)."""
 
 from __future__ import annotations
 
+import math
+
 from vantage_agent.dns.registry import TRANSPORTS
 
-from dashboards.panels import (bar_panel, heatmap_panel, histogram_panel, new_dashboard, table_panel, time_series,
+from dashboards.panels import (bar_panel, cdf_sql, heatmap_panel, histogram_panel, new_dashboard, table_panel, time_series,
                                where, xy_panel)
 
 UID = "dnscamp-dns"
 VARS = ("campaign", "region", "vantage", "profile", "resolver", "transport")
 W = where(*VARS) + "\n  AND status = 'ok'"
+# over the rollup's histograms (v_dns_hourly_hist: ok queries per hour x vantage x profile x
+# resolver x transport and log bucket of total_ms, 2 % wide); the vantage variable carries the
+# region selection, the time range applies to whole hours
+HW = where("campaign", "vantage", "profile", "resolver", "transport", time="hour")
+BIN = 12  # buckets of the rollup per bin of the distribution panel: 1.02^12 = 1.27 x wide
 # how the query's connection was set up: reused (no handshake), resumed (TLS/QUIC resumption), fresh
 CONN = "CASE WHEN connection_reused THEN 'reuse' WHEN resumed THEN 'resume' ELSE 'fresh' END"
 MODES = ("fresh", "reuse", "resume")
@@ -25,32 +32,66 @@ def _by_mode(expr: str, suffix: str) -> str:
                               for m in MODES)
 
 
+def _last_bucket(bound_ms: float) -> int:
+    """The last rollup bucket whose middle value (dnscamp_hist_value: 0.001 * 1.02^(b - 0.5)) is at
+    most ``bound_ms``."""
+    return math.floor(math.log(bound_ms / 0.001) / math.log(1.02) + 0.5)
+
+
 def _heat_sql() -> str:
+    # a rollup bucket (2 % wide) goes to the log2 bucket of its middle value; the sums per hour
+    # and bucket come first, so the time grouping and the bucket tests run on those, not on
+    # every histogram entry
     cols, prev = [], None
     for b in HEAT_BOUNDS:
-        cond = f"total_ms <= {b}" if prev is None else f"total_ms > {prev} AND total_ms <= {b}"
-        cols.append(f'count(*) FILTER (WHERE {cond}) AS "{b}"')
-        prev = b
-    cols.append(f'count(*) FILTER (WHERE total_ms > {prev}) AS "+Inf"')
+        k = _last_bucket(b)
+        cond = f"bucket <= {k}" if prev is None else f"bucket > {prev} AND bucket <= {k}"
+        cols.append(f'coalesce(sum(n) FILTER (WHERE {cond}), 0) AS "{b}"')
+        prev = k
+    cols.append(f'coalesce(sum(n) FILTER (WHERE bucket > {prev}), 0) AS "+Inf"')
     return f"""
-SELECT $__timeGroup(started_at, $__interval) AS time,
+SELECT $__timeGroup(hour, $__interval) AS time,
        {(',' + chr(10) + '       ').join(cols)}
-FROM v_dns_query
-{W}
+FROM (SELECT hour, bucket, sum(n) AS n
+      FROM v_dns_hourly_hist
+      {HW}
+      GROUP BY 1, 2) h
 GROUP BY 1
 ORDER BY 1"""
 
 
+def _quantiles_sql(groups: dict[str, str], raw: str, qs: dict[str, float]) -> str:
+    """Percentiles per group (alias: SQL expression over the ``raw`` columns of v_dns_hourly_hist)
+    read from the summed histograms in one pass: the first bucket whose running count reaches
+    ceil(q * total) (nearest rank, as dnscamp_hist_quantile), at its middle value: within 1 % of
+    percentile_disc over the records. The counts are summed per raw columns and bucket first (the
+    group expressions then run on those sums), then one sort per (group, bucket), in byte order
+    (COLLATE "C": the series' order does not matter here), and no function call per group."""
+    keys = ", ".join(groups)
+    exprs = ", ".join(f"{e} AS {a}" for a, e in groups.items())
+    picks = ",\n         ".join(
+        f"dnscamp_hist_value(min(bucket) FILTER (WHERE cum >= greatest(ceil({q} * total), 1))) AS {name}"
+        for name, q in qs.items())
+    return f"""
+  SELECT {keys},
+         {picks}
+  FROM (SELECT {keys}, bucket, sum(n) OVER (PARTITION BY {keys} ORDER BY bucket) AS cum,
+               sum(n) OVER (PARTITION BY {keys}) AS total
+        FROM (SELECT {exprs}, bucket, sum(n) AS n
+              FROM (SELECT {raw}, bucket, sum(n) AS n
+                    FROM v_dns_hourly_hist
+                    {HW}
+                    GROUP BY {raw}, bucket) r
+              GROUP BY {keys}, bucket) b) c
+  GROUP BY {keys}"""
+
+
 def dashboard():
+    qs = _quantiles_sql({"time": "$__timeGroup(hour, $__interval)", "series": f'({SERIES}) COLLATE "C"'},
+                        "hour, transport, resolver, network_profile", {"p50": 0.5, "p90": 0.9})
     over_time = f"""
 SELECT t.time, t.series || ' ' || s.stat AS metric, s.value_ms
-FROM (
-  SELECT $__timeGroup(started_at, $__interval) AS time, {SERIES} AS series,
-         percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) AS p50,
-         percentile_cont(0.9) WITHIN GROUP (ORDER BY total_ms) AS p90
-  FROM v_dns_query
-  {W}
-  GROUP BY 1, 2
+FROM ({qs}
 ) t CROSS JOIN LATERAL (VALUES ('p50', t.p50), ('p90', t.p90)) AS s(stat, value_ms)
 ORDER BY 1, 2"""
     by_mode = f"""
@@ -74,22 +115,19 @@ FROM (SELECT *, {CONN} AS conn FROM v_dns_query
 {W}) q
 GROUP BY 1, 2, 3, 4
 ORDER BY 1, 2, 3, 4"""
-    per_transport = ",\n       ".join(f"CASE WHEN transport = '{t}' THEN total_ms END AS \"{t}\"" for t in TRANSPORTS)
+    # pre-bucketed for Grafana's histogram (xMin, xMax and one count per transport: it draws
+    # them as they are): BIN rollup buckets per bin, so the bins' edges are the rollup's own
+    per_transport = ",\n       ".join(f"coalesce(sum(n) FILTER (WHERE transport = '{t}'), 0) AS \"{t}\"" for t in TRANSPORTS)
     distribution = f"""
-SELECT {per_transport}
-FROM v_dns_query
-{W}"""
-    cdf = f"""
-SELECT series, total_ms, cdf
-FROM (
-  SELECT transport || ' ' || conn AS series, total_ms,
-         cume_dist() OVER w AS cdf, row_number() OVER w AS i, count(*) OVER (PARTITION BY transport, conn) AS n
-  FROM (SELECT transport, total_ms, {CONN} AS conn FROM v_dns_query
-{W}) q
-  WINDOW w AS (PARTITION BY transport, conn ORDER BY total_ms)
-) c
-WHERE i % greatest(n / 200, 1) = 0 OR i = n  -- at most ~200 points per curve
-ORDER BY series, total_ms"""
+SELECT CASE WHEN bin < 0 THEN 0 ELSE 0.001 * power(1.02::float8, bin * {BIN}) END AS "xMin",
+       0.001 * power(1.02::float8, (bin + 1) * {BIN}) AS "xMax",
+       {per_transport}
+FROM (SELECT CASE WHEN bucket = 0 THEN -1 ELSE (bucket - 1) / {BIN} END AS bin, transport, n
+      FROM v_dns_hourly_hist
+      {HW}) h
+GROUP BY bin
+ORDER BY bin"""
+    cdf = cdf_sql("transport || ' ' || conn", "total_ms", f"(SELECT transport, total_ms, {CONN} AS conn FROM v_dns_query\n{W}) q")
     rtt = f"""
 SELECT transport,
        {_by_mode('total_rtt_multiple', 'rtt')}
@@ -110,23 +148,27 @@ ORDER BY transport"""
             time_series("Median and p90 resolution time", """
 Question: how long does a resolution take, per transport, resolver and network profile, and does it
 drift over the campaign? total_ms = response - start (handshakes included), median and p90 per
-time bucket.""", over_time),
+time bucket (at least an hour), read from the hourly rollup's histograms (within 1 % of the exact
+percentile_disc; docs/sql.md).""", over_time),
             bar_panel("Median resolution time: fresh / reuse / resume", """
 Question: what does connection setup cost each transport? Median total_ms of queries on a fresh
 connection, a reused one, and a resumed TLS/QUIC session, side by side.""", by_mode, modes, unit="ms"),
         ]),
         ("Distributions", [
             histogram_panel("Distribution of resolution times per transport", """
-Question: how are resolution times spread per transport (tails, modes)? Each transport's total_ms.""",
+Question: how are resolution times spread per transport (tails, modes)? Queries per bin of total_ms
+(27 % wide on a log scale, the hourly rollup's histogram buckets summed) per transport.""",
                             distribution, {t: (t, None) for t in TRANSPORTS}),
             xy_panel("CDF of resolution time per transport and connection", """
-Question: what share of queries finish within x ms? cume_dist() over total_ms per transport and
-connection mode (Grafana has no CDF panel; thinned to ~200 points per curve).""",
+Question: what share of queries finish within x ms? The share of queries at or below each of ~200
+values of total_ms per transport and connection mode (percentile_disc at 0.5 % steps: cume_dist() to
+0.5 %; Grafana has no CDF panel).""",
                      cdf, {"total_ms": ("resolution time", "ms"), "cdf": ("share of queries", "percentunit")},
                      series_by="series"),
             heatmap_panel("Resolution time over time (log2 buckets)", """
-Question: does the distribution move over time? Counts of queries per time bucket and log2 bucket of
-total_ms (the bucket's upper bound in ms).""", _heat_sql()),
+Question: does the distribution move over time? Counts of queries per time bucket (at least an hour)
+and log2 bucket of total_ms (the bucket's upper bound in ms), from the hourly rollup's histograms (a
+2 %-wide rollup bucket counts in the log2 bucket of its middle value).""", _heat_sql()),
         ]),
         ("Cost in round trips and bytes", [
             bar_panel("Resolution time in multiples of the access RTT", """

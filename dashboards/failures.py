@@ -19,16 +19,35 @@ FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure st
 LIST = ", ".join(f"'{s}'" for s in FAILURES)
 
 
-def _stacked(title: str, description: str, group: str, alias: str, view: str, w: str):
-    """Bars per ``group`` (shown as ``alias``), one stacked count per failure status."""
-    cols = ",\n       ".join(f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in FAILURES)
-    sql = f"""
+def _stacked(title: str, description: str, group: str, alias: str, view: str, w: str, *, rollup: bool = False):
+    """Bars per ``group`` (shown as ``alias``), one stacked count per failure status. With
+    ``rollup`` (DNS): only the failed records are read (the filter on the records' own status
+    column drops the ok ones before the joins and the grouping), and the bars (a zero bar for a
+    group without failures) come from the groups the hourly rollup has in the range."""
+    cols = [f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in FAILURES]
+    cols.append(f"count(*) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})) AS unclassified")
+    sep = ",\n       "
+    if not rollup:
+        sql = f"""
 SELECT {group} AS {alias},
-       {cols},
-       count(*) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})) AS unclassified
+       {sep.join(cols)}
 FROM {view}
 {w}
 GROUP BY 1
+ORDER BY 1"""
+    else:
+        names = [*FAILURES, "unclassified"]
+        sql = f"""
+SELECT {alias},
+       {sep.join(f"coalesce(f.{c}, 0) AS {c}" for c in names)}
+FROM (SELECT DISTINCT {group} AS {alias} FROM v_dns_hourly
+{RW}) g
+LEFT JOIN (SELECT {group} AS {alias},
+       {sep.join(cols)}
+FROM {view}
+{w}
+  AND status <> '{OK}'
+GROUP BY 1) f USING ({alias})
 ORDER BY 1"""
     columns = {alias: (alias, None)} | {s: (s, None) for s in FAILURES} | {"unclassified": ("status outside the taxonomy", None)}
     return bar_panel(title, description, sql, columns, stacked=True)
@@ -77,10 +96,10 @@ ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
         ("DNS failures", [
             _stacked("Failures by status per transport", """
 Question: how does each transport fail? Count of DNS queries per failure status of the taxonomy
-(vantage_agent/errors.py), stacked per transport.""", "transport", "transport", "v_dns_query", W),
+(vantage_agent/errors.py), stacked per transport.""", "transport", "transport", "v_dns_query", W, rollup=True),
             _stacked("Failures by status per resolver", """
 Question: is one resolver the problem? The same counts stacked per resolver.""",
-                     "coalesce(resolver, 'none')", "resolver", "v_dns_query", W),
+                     "coalesce(resolver, 'none')", "resolver", "v_dns_query", W, rollup=True),
             table_panel("Failure rate with counts", """
 Question: how often does each transport × resolver × profile fail, and out of how many queries?
 failed / n, with both counts shown (a rate without its count hides small samples).""", rates, {

@@ -87,9 +87,10 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "profile": ("Network profile",
                 _distinct("coalesce(network_profile, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
                 "Emulated or real access-network profiles ('none' when a record has none)."),
-    "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_query", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+    # from the hourly rollup (one row per hour and group, not per query): hours starting in the range
+    "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_hourly", f"$__timeFilter(hour) AND {CAMPAIGN}"),
                  "Resolvers queried by the DNS measurements."),
-    "transport": ("Transport", _distinct("transport", "v_dns_query", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+    "transport": ("Transport", _distinct("transport", "v_dns_hourly", f"$__timeFilter(hour) AND {CAMPAIGN}"),
                   "DNS transports (do53, dot, doh, doh3, doq)."),
     "browser": ("Browser", _distinct("browser", "v_page_load", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
                 "Browsers of the page loads."),
@@ -120,6 +121,45 @@ def where(*names: str, time: str | None = "started_at") -> str:
     """The WHERE clause for the dashboard's variables ``names`` (and its time range on ``time``)."""
     conds = ([f"$__timeFilter({time})"] if time else []) + [FILTERS[n] for n in names]
     return "WHERE " + "\n  AND ".join(conds)
+
+
+# --- shared SQL ----------------------------------------------------------------------------------
+CDF_POINTS = 200  # points per CDF curve
+_GRID = f"(SELECT array_agg(i / {CDF_POINTS}.0)::float8[] FROM generate_series(1, {CDF_POINTS}) AS i)"
+
+
+def cdf_sql(series: str, value: str, source: str) -> str:
+    """A thinned CDF per ``series`` (an SQL expression) of ``value`` (a column of ``source``, a
+    FROM item): the values at the fractions 1/200 .. 1 (percentile_disc, one sort per series
+    instead of window functions over every row), each value with the largest fraction that gave
+    it, which is its cume_dist() to within 1/200 (below it). Columns: series, ``value``, cdf."""
+    return f"""
+SELECT c.series, u.{value}, max(u.cdf) AS cdf
+FROM (SELECT {series} AS series,
+             percentile_disc({_GRID}) WITHIN GROUP (ORDER BY {value}) AS v
+      FROM {source}
+      GROUP BY 1) c
+CROSS JOIN LATERAL unnest(c.v, {_GRID}) AS u({value}, cdf)
+WHERE u.{value} IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+
+
+def log_bins_sql(value: str, columns: dict[str, str], source: str, *, ratio_exp: int = 12) -> str:
+    """Pre-bucketed counts for Grafana's histogram panel (fields ``xMin``, ``xMax`` and one count
+    per column: it draws them as they are, computing nothing from raw rows): bins of ``value``
+    (ms) 1.02^``ratio_exp`` wide on a log scale from 0.001 ms, the rollup histograms' bucket edges
+    (every ``ratio_exp``-th). ``columns``: count column -> the condition a row meets to count."""
+    counts = ",\n       ".join(f'count(*) FILTER (WHERE {cond}) AS "{name}"' for name, cond in columns.items())
+    return f"""
+SELECT CASE WHEN bin < 0 THEN 0 ELSE 0.001 * power(1.02::float8, bin * {ratio_exp}) END AS "xMin",
+       0.001 * power(1.02::float8, (bin + 1) * {ratio_exp}) AS "xMax",
+       {counts}
+FROM (SELECT *, CASE WHEN {value} >= 0.001 THEN floor(ln({value} / 0.001) / ln(1.02::float8) / {ratio_exp})::int ELSE -1 END AS bin
+      FROM {source}) b
+WHERE {value} IS NOT NULL
+GROUP BY bin
+ORDER BY bin"""
 
 
 # --- panels ------------------------------------------------------------------------------------
