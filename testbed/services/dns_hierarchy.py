@@ -14,17 +14,20 @@ whoami          10.53.0.4     ``whoami.test.``: any name below it is answered wi
                               the *asking resolver's* address (TTL 0, so every query reaches the
                               server) and logged: random-subdomain discovery (QuicSocks method,
                               001_3c494309ab66be23.txt)
-hol             10.53.0.2     ``hol.test.`` (any name: A 192.0.2.1 at once) and ``slow.hol.test.``
-                              (any name: A 192.0.2.53 after 1,000 ms, CoreDNS ``erratic`` ``delay``):
-                              the head-of-line experiment's fast and delayed names (issue 17 §1)
+hol             10.53.0.2     ``hol.test.``: a wildcard in the ``test.`` zone (any name: A 192.0.2.1 at once)
+slow.hol        10.53.0.1     ``slow.hol.test.``, delegated by ``test.``: any name answered A 192.0.2.53
+                              after 1,000 ms (CoreDNS ``erratic`` ``delay``): the head-of-line
+                              experiment's fast and delayed names (issue 17 §1)
 ==============  ============  =====================================================================
 
-The head-of-line zones (``HOL_ZONE``, ``HOL_SLOW_ZONE``) are served by the TLD's own address
-(a server block per zone in ``dns-auth``; CoreDNS hands a query to the longest matching zone),
-so no zone cut and no new address are needed: the resolver asks the ``test.`` server and gets
-an authoritative answer. Every name below them is answered (template / erratic), so the
-experiment asks names with a random label that no cache holds; the delay is real, at the
-authoritative side, behind the resolver's recursion.
+The head-of-line zones need no new address: the fast names are a wildcard of the TLD's zone,
+and ``slow.hol.test.`` is a zone cut whose server block listens on the root's address (CoreDNS
+hands a query to the longest matching zone of the listener, so the root's ``.`` is untouched).
+The cut matters to the resolver: Unbound keeps a server's RTT and timeout per (address, zone),
+so the slow zone's 1 s answers raise only its own retransmission timeout, and the TLD's stays
+that of a fast server. Every name below both zones is answered, so the experiment asks names
+with a random label that no cache holds; the delay is real, at the authoritative side, behind
+the resolver's recursion.
 
 CoreDNS's ``whoami`` plugin puts the client address in the *additional* section, which a
 recursive resolver does not pass on, so the whoami zone uses the ``template`` plugin with
@@ -95,6 +98,9 @@ def tld_zone(sites: SiteSet) -> str:
     ]
     for name, addr in RESOLVER_NAMES.items():
         lines.append(f"{name}. {TTL} IN A {addr}")
+    lines.append(f"*.{HOL_ZONE}. 60 IN A 192.0.2.1")  # the fast head-of-line names (module docstring)
+    lines.append(f"{HOL_SLOW_ZONE}. {TTL} IN NS ns.{HOL_SLOW_ZONE}.")
+    lines.append(f"ns.{HOL_SLOW_ZONE}. {TTL} IN A {plan.ROOT_SERVER}")
     lines.append(f"{plan.WHOAMI_ZONE}. {TTL} IN NS {WHOAMI_NS}.")
     lines.append(f"{WHOAMI_NS}. {TTL} IN A {plan.WHOAMI_AUTH_SERVER}")
     for zone in sites.zones():
@@ -140,18 +146,14 @@ def auth_corefile(sites: SiteSet, zone_files: dict[str, Path]) -> str:
     for zone in sites.zones():
         blocks.append(f"{zone}. {{\n  bind {plan.SITES_AUTH_SERVER}\n  file {zone_files[zone]} {zone}.\n"
                       f"  log . \"{AUTH_LOG}\"\n  errors\n}}")
-    return "\n".join(blocks + hol_blocks()) + "\n"
+    return "\n".join(blocks + [slow_block()]) + "\n"
 
 
-def hol_blocks() -> list[str]:
-    """The head-of-line zones (module docstring): on the TLD's address, every name answered;
-    below ``HOL_SLOW_ZONE`` after ``HOL_DELAY_MS`` (erratic: ``delay 1`` = every query)."""
-    return [
-        f"{HOL_ZONE}. {{\n  bind {plan.TLD_SERVER}\n  template IN A {HOL_ZONE} {{\n"
-        f"    answer \"{{{{ .Name }}}} 60 IN A 192.0.2.1\"\n  }}\n  log . \"{AUTH_LOG}\"\n  errors\n}}",
-        f"{HOL_SLOW_ZONE}. {{\n  bind {plan.TLD_SERVER}\n  erratic {{\n    delay 1 {HOL_DELAY_MS}ms\n  }}\n"
-        f"  log . \"{AUTH_LOG}\"\n  errors\n}}",
-    ]
+def slow_block() -> str:
+    """The delayed head-of-line zone (module docstring), on the root's address: every name
+    answered after ``HOL_DELAY_MS`` (erratic's ``delay 1`` = every query)."""
+    return (f"{HOL_SLOW_ZONE}. {{\n  bind {plan.ROOT_SERVER}\n  erratic {{\n    delay 1 {HOL_DELAY_MS}ms\n  }}\n"
+            f"  log . \"{AUTH_LOG}\"\n  errors\n}}")
 
 
 def whoami_corefile() -> str:
