@@ -118,3 +118,26 @@ def test_coalescing_reduced(testbed, store):
             assert early == 1, (k, zr)
     again = _run("report", "coalescing", "--reduced")
     assert again.strip() == out.strip()[out.strip().index("DNS exchange time"):]
+
+def test_hol_reduced(testbed, store):
+    out = _run("run", "hol", "--reduced")
+    print(out)  # the table in the test log (pytest -s)
+    rows = _rows(out, r"(do53|dot|doh-h1\.1|doh-h2|doh3|doq)\s+\d")
+    assert set(rows) == {"do53", "dot", "doh-h1.1", "doh-h2", "doh3", "doq"}, out
+    num = lambda c: float(c.replace(",", ""))  # noqa: E731
+    for t, c in rows.items():
+        assert int(c[1]) >= 90, (t, c)  # 96 undelayed queries per transport, (almost) all answered
+        assert int(c[7]) >= 3 and num(c[8]) >= 1000, (t, c)  # the delayed ones took the authoritative delay
+    for t in ("do53", "doh-h2", "doh3", "doq"):  # multiplexed: the others are not held
+        assert num(rows[t][3]) < hol_blocked_ms(), (t, rows[t])
+    for t in ("dot", "doh-h1.1"):  # in order on one connection: some wait for the delayed answer
+        assert num(rows[t][5]) > 600 and float(rows[t][6].rstrip(" %")) > 0, (t, rows[t])
+    assert rows["do53"][-1] == "reproduced" and rows["doh-h2"][-1] == "reproduced"
+    again = _run("report", "hol", "--reduced")
+    assert again.strip() == out.strip()[out.strip().index("Head-of-line blocking"):]
+
+
+def hol_blocked_ms() -> float:
+    from dnscamp.experiments import hol
+
+    return hol.BLOCKED_MS
