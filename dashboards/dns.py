@@ -60,13 +60,12 @@ GROUP BY 1
 ORDER BY 1"""
 
 
-def _quantiles_sql(groups: dict[str, str], raw: str, qs: dict[str, float]) -> str:
-    """Percentiles per group (alias: SQL expression over the ``raw`` columns of v_dns_hourly_hist)
-    read from the summed histograms in one pass: the first bucket whose running count reaches
-    ceil(q * total) (nearest rank, as dnscamp_hist_quantile), at its middle value: within 1 % of
-    percentile_disc over the records. The counts are summed per raw columns and bucket first (the
-    group expressions then run on those sums), then one sort per (group, bucket), in byte order
-    (COLLATE "C": the series' order does not matter here), and no function call per group."""
+def _quantiles_sql(groups: dict[str, str], qs: dict[str, float]) -> str:
+    """Percentiles per group (alias: SQL expression over v_dns_hourly_hist) read from the summed
+    histograms in one pass: the first bucket whose running count reaches ceil(q * total) (nearest
+    rank, as dnscamp_hist_quantile), at its middle value: within 1 % of percentile_disc over the
+    records. One sort of the (group, bucket) sums, in byte order (COLLATE "C": the series' order
+    does not matter here), and no function call per group."""
     keys = ", ".join(groups)
     exprs = ", ".join(f"{e} AS {a}" for a, e in groups.items())
     picks = ",\n         ".join(
@@ -78,17 +77,15 @@ def _quantiles_sql(groups: dict[str, str], raw: str, qs: dict[str, float]) -> st
   FROM (SELECT {keys}, bucket, sum(n) OVER (PARTITION BY {keys} ORDER BY bucket) AS cum,
                sum(n) OVER (PARTITION BY {keys}) AS total
         FROM (SELECT {exprs}, bucket, sum(n) AS n
-              FROM (SELECT {raw}, bucket, sum(n) AS n
-                    FROM v_dns_hourly_hist
-                    {HW}
-                    GROUP BY {raw}, bucket) r
+              FROM v_dns_hourly_hist
+              {HW}
               GROUP BY {keys}, bucket) b) c
   GROUP BY {keys}"""
 
 
 def dashboard():
     qs = _quantiles_sql({"time": "$__timeGroup(hour, $__interval)", "series": f'({SERIES}) COLLATE "C"'},
-                        "hour, transport, resolver, network_profile", {"p50": 0.5, "p90": 0.9})
+                        {"p50": 0.5, "p90": 0.9})
     over_time = f"""
 SELECT t.time, t.series || ' ' || s.stat AS metric, s.value_ms
 FROM ({qs}

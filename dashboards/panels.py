@@ -73,7 +73,18 @@ def _distinct(expr: str, view: str, where: str) -> str:
 
 
 CAMPAIGN = "campaign = ANY(ARRAY[${campaign:sqlstring}]::text[])"
-REGION = "coalesce(region, 'none') = ANY(ARRAY[${region:sqlstring}]::text[])"
+
+
+def _or_none(col: str, var: str) -> str:
+    """``col`` is one of the values of ``var``, a NULL counting as 'none'. Written without
+    coalesce(col, 'none'): the planner has statistics for the column, none for that expression,
+    and guessed 5 of 10,000 contexts for two such conditions, then joined the records to them in
+    a nested loop (20 s for a panel of 23,000 page loads instead of 0.3 s)."""
+    arr = f"ARRAY[${{{var}:sqlstring}}]::text[]"
+    return f"({col} = ANY({arr}) OR {col} IS NULL AND 'none' = ANY({arr}))"
+
+
+REGION = _or_none("region", "region")
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
     "campaign": ("Campaign", _distinct("campaign", "v_results", "$__timeFilter(started_at)"),
@@ -104,8 +115,8 @@ FILTERS = {
     "campaign": CAMPAIGN,
     "vantage": "vantage_id = ANY(ARRAY[${vantage:sqlstring}]::text[])",
     "region": REGION,
-    "profile": "coalesce(network_profile, 'none') = ANY(ARRAY[${profile:sqlstring}]::text[])",
-    "resolver": "coalesce(resolver, 'none') = ANY(ARRAY[${resolver:sqlstring}]::text[])",
+    "profile": _or_none("network_profile", "profile"),
+    "resolver": _or_none("resolver", "resolver"),
     "transport": "transport = ANY(ARRAY[${transport:sqlstring}]::text[])",
     "browser": "browser = ANY(ARRAY[${browser:sqlstring}]::text[])",
     "dns_mode": "dns_mode = ANY(ARRAY[${dns_mode:sqlstring}]::text[])",
