@@ -6,10 +6,11 @@ data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max 
     .venv/bin/python bench/dashboard_queries.py [--url postgresql://...] [--repeat 20] [--campaign C]
 
 --url: a libpq URL of a role that can read the views (Grafana's is dnscamp_reader); default:
-the reader of the store dnscamp uses. Prints one line per panel; the last line is JSON. Beside
-the wall times, the server's CPU time per query (the session's backend and its parallel workers, from /proc,
-when the server runs on this machine: on a shared machine wall time includes waiting for a
-core, CPU time does not) and the load average before and after.
+the reader of the store dnscamp uses. --panel: only the panels whose title contains it. Prints
+one line per panel; the last line is JSON. Beside the wall times, the server's CPU time per
+query (the session's backend and its parallel workers, from /proc, when the server runs on
+this machine: on a shared machine wall time includes waiting for a core, CPU time does not)
+and the load average before and after.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def main() -> int:
     ap.add_argument("--campaign", action="append", help="select these campaigns (default: All)")
     ap.add_argument("--atlas-campaign", action="append", help="select these Atlas campaigns (default: All)")
     ap.add_argument("--dashboard", action="append", help="only these dashboard uids (default: all, public copies included)")
+    ap.add_argument("--panel", action="append", help="only panels whose title contains this (default: all)")
     ap.add_argument("--from", dest="time_from", help="ISO time (default: the first record's started_at)")
     ap.add_argument("--to", dest="time_to", help="ISO time (default: the last record's started_at)")
     args = ap.parse_args()
@@ -101,6 +103,8 @@ def main() -> int:
             var_ms = (time.perf_counter() - t0) * 1e3
             print(f"{name}: variables {var_ms:.1f} ms")
             for p in dashboards.panel_list(data):
+                if args.panel and not any(t in p["title"] for t in args.panel):
+                    continue
                 sql = expand(p["targets"][0]["rawSql"], variables, lo, hi, interval=iv)
                 rows = len(conn.execute(sql).fetchall())  # warm-up (and the row count)
                 times = []
