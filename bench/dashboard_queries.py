@@ -9,8 +9,9 @@ data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max 
 the reader of the store dnscamp uses. --panel: only the panels whose title contains it. Prints
 one line per panel; the last line is JSON. Beside the wall times, the server's CPU time per
 query (the session's backend and its parallel workers, from /proc, when the server runs on
-this machine: on a shared machine wall time includes waiting for a core, CPU time does not)
-and the load average before and after.
+this machine: on a shared machine wall time includes waiting for a core, CPU time does not;
+other sessions of the same server that end during a panel's runs count too, so time a server
+nobody else queries) and the load average before and after.
 """
 
 from __future__ import annotations
