@@ -111,14 +111,16 @@ def heat_map(inc: dict[tuple[str, str, str], float]) -> str:
         claims.append(
             f"- Paper: coalescing (DoQ + H3 0-RTT) below DoQ + H3 1-RTT (median 7.3 % against 10.8 %; \"cost of "
             f"encryption is substantially reduced\"). Ours: DoQ + 1-RTT above DoQ + 0-RTT in "
-            f"{sum(doq_worse)}/{len(doq_worse)} cells ({'reproduced' if sum(doq_worse) * 2 > len(doq_worse) else 'not reproduced'}, "
-            "majority of cells).")
+            f"{sum(doq_worse)}/{len(doq_worse)} cells, but not conclusive: a +0rtt load is a second visit, and a warm "
+            "browser alone (renderer, network service, compiled code) makes a load faster without any 0-RTT "
+            "(docs/experiments.md measures it), so +0rtt against a cold baseline is 0-RTT plus that.")
     if claims:
         claims.append(
             "- Differences: our DoQ and DoH3 go through dnscamp's stub (Chromium has no DoQ; the paper patched it "
             "and added a separate lookup's time to the PLT), our 0-RTT comes from a warm-up load in the same browser "
-            "(the paper exported/imported TLS sessions across browser restarts) and DoQ itself stays 1-RTT "
-            "(a fresh stub connection, no ticket), and the run is small (3 loads per cell on a shared 2-core machine).")
+            "(the paper exported/imported TLS sessions across browser restarts, so its 0-RTT loads were first visits "
+            "of a fresh browser) and DoQ itself stays 1-RTT (a fresh stub connection, no ticket), and the run is "
+            "small (3 loads per cell on a shared 2-core machine).")
     return "\n".join([
         f"Relative PLT increase over the DoUDP + H3 1-RTT baseline, % of the median (paper: {PAPER_REF} §V-C, "
         "Fig. 8; +0rtt: warm origin, H3 0-RTT)",

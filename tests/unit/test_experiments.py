@@ -183,7 +183,7 @@ def test_coalescing_0rtt_rows_claim_and_netlog_evidence(tmp_path, monkeypatch):
     assert rows == ["doq+0rtt", "doq", "doh", "do53+0rtt"]  # the paper's three rows first
     summary = next(line for line in hm.splitlines() if line.startswith("doq+0rtt") and "wikipedia /" in line)
     assert summary.split()[1:5] == ["7.3", "8.0", "26.0", "8.0"]
-    assert "DoQ + 1-RTT above DoQ + 0-RTT in 1/1 cells (reproduced" in hm
+    assert "DoQ + 1-RTT above DoQ + 0-RTT in 1/1 cells, but not conclusive: a +0rtt load is a second visit" in hm
     rec = lambda t, profile, z: {"kind": "page_load", "status": "ok", "vantage": {"network_profile": profile},  # noqa: E731
                                  "body": {"dns_transport": t, "warm_origin": {"warm_up": {"status": "ok"}, "zero_rtt": z}}}
     ok = {"sessions": 1, "state": "AttemptedAndSucceeded", "resumed": True, "request_in_0rtt": True}
