@@ -121,7 +121,8 @@ SELECT CASE WHEN bin < 0 THEN 0 ELSE 0.001 * power(1.02::float8, bin * {BIN}) EN
        {per_transport}
 FROM (SELECT CASE WHEN bucket = 0 THEN -1 ELSE (bucket - 1) / {BIN} END AS bin, transport, n
       FROM v_dns_hourly_hist
-      {HW}) h
+      {HW}
+      ) h
 GROUP BY bin
 ORDER BY bin"""
     cdf = cdf_sql("transport || ' ' || conn", "total_ms", f"(SELECT transport, total_ms, {CONN} AS conn FROM v_dns_query\n{W}) q")

@@ -41,7 +41,8 @@ ORDER BY 1"""
 SELECT {alias},
        {sep.join(f"coalesce(f.{c}, 0) AS {c}" for c in names)}
 FROM (SELECT DISTINCT {group} AS {alias} FROM v_dns_hourly
-{RW}) g
+{RW}
+) g
 LEFT JOIN (SELECT {group} AS {alias},
        {sep.join(cols)}
 FROM {view}
