@@ -12,7 +12,9 @@
 Generates N dns_query records with bench/gen_campaign.py (seed 1) in a scratch directory,
 ingests them into a scratch database of the embedded cluster (DNSCAMP_HOME; started and
 stopped here if it was not running), archives them, and prints a Markdown table and a JSON
-line. Timings: the first (cold) run and the median of the next --runs.
+line. Timings: the first (cold) run and the median of the next --runs. `side_by_side` is the
+comparison on a store that holds the records already: bench/store_bench.py --archive runs it
+after its own figures, on the same store (one run for both benches).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def side_by_side(url: str, reader: str, campaign: str, dest: Path, records: int,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=1_000_000, help="dns_query records (the machine's limit: 1,000,000)")
+    ap.add_argument("--records", type=int, default=1_000_000, help="dns_query records")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2, help="ingest parser processes")
     ap.add_argument("--keep", type=Path, help="keep the generated records and the archive here")

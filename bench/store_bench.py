@@ -3,7 +3,13 @@ time of the views' typical queries over 7-day and 30-day windows, on a campaign 
 bench/gen_campaign.py (20 vantages x 4 profiles, 8 resolvers, 5 transports, 30 days) and
 stored by the normal ingest path into a fresh scratch database of the embedded cluster.
 
-    .venv/bin/python bench/store_bench.py [--dns 1000000] [--page-loads 100000] [--repeat 7] [--workers 2]
+    .venv/bin/python bench/store_bench.py [--dns 1000000] [--page-loads 100000] [--atlas 0] [--repeat 7]
+                                          [--workers 2] [--archive]
+
+The dns_query records are one campaign (``bench``), page loads and Atlas results another
+(``bench-other``). --archive: then bench/archive_bench.py's side by side (`side_by_side`) on
+the same store: the dns_query campaign archived as Parquet and its queries timed on Postgres
+and on DuckDB (one run for both benches).
 
 Bytes: pg_total_relation_size (heap, TOAST and every index) of each table, partitions
 included, after VACUUM ANALYZE; a record's share of the tables every kind uses (result_ids,
