@@ -54,7 +54,9 @@ def test_one_connection_answers_matched_and_timeouts_recorded(servers, transport
     for r in res[:24]:
         assert r.status == "ok", r.error
         assert r.answers == (f"{r.qname} A 192.0.2.1",)  # the answer to this query, not another's
-        assert r.t_start <= r.t_query_sent <= r.t_response
+        assert r.t_start <= (r.t_query_sent or r.t_start) <= r.t_response
+        # libcurl's send offset is occasionally 0 for a multiplexed transfer: null, never guessed
+        assert r.t_query_sent is not None or transport in ("doh", "doh3")
     assert res[24].status == errors.Timeout.status and res[24].t_response is None
     assert res[25].status == "ok" and res[25].rcode == "NXDOMAIN"
     if transport != "do53":
