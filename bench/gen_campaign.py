@@ -521,6 +521,7 @@ def generate(out: Path, *, dns_queries_n: int = 10_000_000, page_loads_n: int = 
                           "definition": {"label": "gen", "packets": 5}} for role, m in MSM.items()],  # fmt: skip
         "discovery": [{k: p[k] for k in ("prb_id", "probe_addr", "resolver", "configured_resolver", "probe_asn",
                                          "resolver_asn", "method", "qname")} for p in probes] if atlas_n else [],
+        "probes": _probe_sites(probes) if atlas_n else [],
     }  # fmt: skip
     (out / "atlas" / "registry.json").write_text(json.dumps(registry, indent=1))
     meta = {"seed": seed, "campaign": campaign, "atlas_campaign": atlas_campaign, "end": end, "days": DAYS,
@@ -529,13 +530,24 @@ def generate(out: Path, *, dns_queries_n: int = 10_000_000, page_loads_n: int = 
     return meta
 
 
+def _probe_sites(probes: list[dict]) -> list[dict]:
+    """Where the generated probes stand (atlas_probes, the QuicSocks map): the testbed's
+    documented German sites (atlas.probes.testbed_probes), each in its generated AS."""
+    from dataclasses import asdict, replace
+
+    from atlas.probes import testbed_probes
+
+    asn = {p["prb_id"]: p["probe_asn"] for p in probes}
+    return [asdict(replace(m, asn_v4=asn[m.prb_id])) for m in testbed_probes(asn)]
+
+
 def load(out: Path, url: str, *, workers: int | None = None, records: bool = True) -> dict:
     """Store a generated campaign through the normal paths (as tests/scaffolding/demo_data.py
     loads the demo): collectors.ingest for the records (``records=False``: stored already),
     the Atlas registry, collectors.atlas_ingest."""
     import psycopg
 
-    from atlas import store
+    from atlas import probes, store
     from atlas.discovery import Discovered
     from collectors.atlas_ingest import ingest_files
     from collectors.ingest import ingest
@@ -548,6 +560,7 @@ def load(out: Path, url: str, *, workers: int | None = None, records: bool = Tru
             store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
                                        target=m["target"], definition=m["definition"])  # fmt: skip
         store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
+        probes.save_probes(conn, reg["campaign"], [probes.ProbeMeta(**p) for p in reg.get("probes", [])])
     atlas = ingest_files(sorted((out / "atlas").glob("results-*.jsonl")), url, campaign=reg["campaign"])
     return {"records": stats.as_json() if stats else None, "atlas": atlas.as_json()}
 
