@@ -6,6 +6,9 @@
 -- free-form JSON), and the phase differences are computed by the JSON path in numeric.
 -- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context,
 -- LEFT JOINed on primary keys (every id exists): a query not reading the seed skips environments.
+-- warm_origin (0016): false, never NULL, for a cold load, whether its body has no warm_origin
+-- key (records before warm loads) or warm_origin: null; request_in_0rtt is NULL for a cold
+-- load and for a warm one whose netlog had no QUIC session to the origin (sessions 0: h2).
 CREATE OR REPLACE VIEW v_page_load AS
 SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
@@ -43,7 +46,9 @@ SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.ne
        r.body -> 'hostnames' AS hostnames,
        r.body -> 'protocols' AS protocols,
        r.body -> 'order' AS load_order,
-       e.envb ->> 'seed' AS seed
+       e.envb ->> 'seed' AS seed,
+       JSON_EXISTS(r.body, '$.warm_origin ? (@.type() == "object")') AS warm_origin,
+       JSON_VALUE(r.body, '$.warm_origin.zero_rtt.request_in_0rtt' RETURNING boolean) AS request_in_0rtt
 FROM generic_results r
 LEFT JOIN contexts c ON c.id = r.ctx_id
 LEFT JOIN environments e ON e.id = r.env_id

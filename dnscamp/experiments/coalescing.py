@@ -12,8 +12,10 @@
   measured load reaches it with QUIC 0-RTT). ``doq+0rtt`` is the paper's "QUIC connection
   coalescing" as the paper simulated it (a DoQ lookup, then H3 0-RTT); the other +0rtt rows are
   beyond the paper. Whether a warm load did send its request in 0-RTT is in each record
-  (body.warm_origin.zero_rtt, from Chromium's netlog); the view v_page_load does not carry it,
-  so the analysis reads it from the run's spool files when they are on this machine.
+  (body.warm_origin.zero_rtt, from Chromium's netlog); v_page_load carries ``warm_origin`` and
+  ``request_in_0rtt`` (0016_page_load_warm) but not the ticket resumption and 0-RTT state this
+  table also counts, so the analysis reads the evidence from the run's spool files when they
+  are on this machine.
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ DERIVED: dict[str, dict[str, str]] = {
         "stub_overhead_us_p50": "jnum(stub, '$.overhead_us_p50')",
         "load_order": '"order"',
         "seed": "json_extract_string(env, '$.seed')",
+        "warm_origin": "COALESCE(json_type(warm_origin) = 'OBJECT', false)",
+        "request_in_0rtt": "CASE WHEN json_type(warm_origin, '$.zero_rtt.request_in_0rtt') = 'BOOLEAN' "
+                           "THEN json_extract(warm_origin, '$.zero_rtt.request_in_0rtt')::BOOLEAN END",
     },
     "v_ping": {
         "loss": "CASE WHEN sent > 0 THEN 1.0 - received::DOUBLE / sent END",
