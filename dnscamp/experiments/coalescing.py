@@ -157,8 +157,8 @@ def spool_records(runs: dict[str, str]) -> list[dict]:
     out = []
     for campaign, run in runs.items():
         for f in sorted((spool_dir() / campaign / run).glob("*.jsonl")):
-            for line in f.read_text().splitlines():
-                if '"warm_origin"' in line:
+            for line in f.read_bytes().split(b"\n"):  # JSONL: only \n ends a record (U+2028 may sit in a string)
+                if b'"warm_origin"' in line:
                     r = json.loads(line)
                     if r.get("kind") == "page_load" and r["body"].get("warm_origin"):
                         out.append(r)

@@ -190,7 +190,9 @@ def test_coalescing_0rtt_rows_claim_and_netlog_evidence(tmp_path, monkeypatch):
     run = tmp_path / "exp-coalescing-pages" / "r1"
     run.mkdir(parents=True)
     cold = {**rec("do53", "4g", None), "body": {"dns_transport": "do53", "warm_origin": None}}
-    (run / "u1.jsonl").write_text("\n".join(json.dumps(r) for r in (rec("doq", "4g", ok), rec("doq", "4g", late), cold)))
+    hostile = {**rec("doq", "4g", ok), "error": "a\u2028line\u0085separator"}  # raw in the JSON: one record
+    (run / "u1.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in
+                                             (rec("doq", "4g", ok), rec("doq", "4g", late), cold, hostile)))
     text = xc.early_data(xc.spool_records({"exp-coalescing-pages": "r1"}))
-    assert text.splitlines()[3].split() == ["doq+0rtt", "4g", "2", "2", "2", "1"], text
+    assert text.splitlines()[3].split() == ["doq+0rtt", "4g", "3", "3", "3", "2"], text
     assert xc.early_data(xc.spool_records({"exp-coalescing-pages": "missing"})) == ""
