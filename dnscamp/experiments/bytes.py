@@ -16,7 +16,7 @@ from collections import defaultdict
 from functools import lru_cache
 from typing import Any, Iterable
 
-from dnscamp.experiments.common import fmt, table
+from dnscamp.experiments.common import fetch_rows, fmt, no_records, table
 from vantage_agent.stats import median
 
 SPECS = ("bytes-fresh", "bytes-reuse", "bytes-resume")
@@ -141,12 +141,5 @@ def differences(summary: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
 
 
 def analyse(conn, runs: dict[str, str]) -> str:
-    import psycopg.rows
-
-    rows: list[dict] = []
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        for campaign, run in runs.items():
-            rows += cur.execute(SQL, (campaign, run)).fetchall()
-    if not rows:
-        return "bytes: no successful dns_query records in " + ", ".join(f"{c}/{r}" for c, r in runs.items())
-    return render(summarize(rows))
+    rows = fetch_rows(conn, SQL, runs)
+    return render(summarize(rows)) if rows else no_records("bytes: no successful dns_query records", runs)

@@ -24,7 +24,7 @@ import json
 from collections import defaultdict
 from typing import Iterable
 
-from dnscamp.experiments.common import table
+from dnscamp.experiments.common import fetch_rows, table
 from vantage_agent.stats import median
 
 SPECS = ("coalescing-dns", "coalescing-pages")
@@ -166,14 +166,7 @@ def spool_records(runs: dict[str, str]) -> list[dict]:
 
 
 def analyse(conn, runs: dict[str, str]) -> str:
-    import psycopg.rows
-
-    dns_rows: list[dict] = []
-    page_rows: list[dict] = []
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        for campaign, run in runs.items():
-            dns_rows += cur.execute(DNS_SQL, (campaign, run)).fetchall()
-            page_rows += cur.execute(PAGE_SQL, (campaign, run)).fetchall()
+    dns_rows, page_rows = fetch_rows(conn, DNS_SQL, runs), fetch_rows(conn, PAGE_SQL, runs)
     parts = [rtt_table(dns_rows) if dns_rows else "coalescing: no fresh dns_query records"]
     inc = relative_increase(page_rows)
     parts.append(heat_map(inc) if inc else "coalescing: no page loads with a DoUDP baseline")

@@ -48,6 +48,22 @@ def latest_run(conn, campaign: str) -> str | None:
     return row[0] if row else None
 
 
+def fetch_rows(conn, sql: str, runs: dict[str, str]) -> list[dict]:
+    """``sql`` (parameters: campaign, run) for each of ``runs`` ({campaign: run}), as dict rows."""
+    import psycopg.rows
+
+    rows: list[dict] = []
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        for campaign, run in runs.items():
+            rows += cur.execute(sql, (campaign, run)).fetchall()
+    return rows
+
+
+def no_records(what: str, runs: dict[str, str]) -> str:
+    """The one line an analysis prints when the runs hold none of its records."""
+    return f"{what} in " + ", ".join(f"{c}/{r}" for c, r in runs.items())
+
+
 def connect():
     """A reader connection to the store (`dnscamp campaign report` reads as the reader too)."""
     import psycopg

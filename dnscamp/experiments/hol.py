@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
-from dnscamp.experiments.common import fmt, table
+from dnscamp.experiments.common import fetch_rows, fmt, no_records, table
 from testbed.services.dns_hierarchy import HOL_DELAY_MS, HOL_SLOW_ZONE
 from vantage_agent.stats import percentile
 
@@ -137,12 +137,5 @@ def sentences(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def analyse(conn, runs: dict[str, str]) -> str:
-    import psycopg.rows
-
-    rows: list[dict] = []
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        for campaign, run in runs.items():
-            rows += cur.execute(SQL, (campaign, run)).fetchall()
-    if not rows:
-        return "hol: no dns_query records in " + ", ".join(f"{c}/{r}" for c, r in runs.items())
-    return render(summarize(rows))
+    rows = fetch_rows(conn, SQL, runs)
+    return render(summarize(rows)) if rows else no_records("hol: no dns_query records", runs)

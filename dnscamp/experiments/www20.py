@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
-from dnscamp.experiments.common import table
+from dnscamp.experiments.common import fetch_rows, no_records, table
 from vantage_agent.stats import median
 
 SPECS = ("www20",)
@@ -123,12 +123,5 @@ def render(rows: list[dict]) -> str:
 
 
 def analyse(conn, runs: dict[str, str]) -> str:
-    import psycopg.rows
-
-    rows: list[dict] = []
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        for campaign, run in runs.items():
-            rows += cur.execute(SQL, (campaign, run)).fetchall()
-    if not rows:
-        return "www20: no page_load records in " + ", ".join(f"{c}/{r}" for c, r in runs.items())
-    return render(rows)
+    rows = fetch_rows(conn, SQL, runs)
+    return render(rows) if rows else no_records("www20: no page_load records", runs)
