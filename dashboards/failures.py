@@ -10,38 +10,30 @@ from dashboards.panels import bar_panel, new_dashboard, table_panel, time_series
 
 UID = "dnscamp-failures"
 VARS = ("campaign", "region", "vantage", "profile", "resolver", "transport", "browser")
-W = where(*VARS[:-1])  # DNS panels: no browser
-# over the rollup (v_dns_hourly: records and failures per hour); the vantage variable carries
-# the region selection, the time range applies to whole hours
+W = where(*VARS[:-1])  # DNS panels over the records (top failing names): no browser
+# over the rollups: v_dns_hourly (records and failures per hour) and v_dns_hourly_status (failed
+# records per hour and status, same keys); the vantage variable carries the region selection,
+# the time range applies to whole hours
 RW = where("campaign", "vantage", "profile", "resolver", "transport", time="hour")
-PW = where("campaign", "region", "vantage", "profile", "browser")  # page-load panels: no resolver or transport
+# page loads: v_page_load_daily (loads per UTC day x ... x status), whole days; no resolver or transport
+PW = where("campaign", "vantage", "profile", "browser", time="day")
 FAILURES = sorted(s for s in statuses() if s != OK)  # the taxonomy's failure statuses
 LIST = ", ".join(f"'{s}'" for s in FAILURES)
 
 
-def _stacked(title: str, description: str, group: str, alias: str, view: str, w: str, *, rollup: bool = False):
-    """Bars per ``group`` (shown as ``alias``), one stacked count per failure status. With
-    ``rollup`` (DNS): only the failed records are read (the filter on the records' own status
-    column drops the ok ones before the joins and the grouping), and the bars (a zero bar for a
-    group without failures) come from the groups the hourly rollup has in the range."""
-    cols = [f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in FAILURES]
-    cols.append(f"count(*) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})) AS unclassified")
+def _stacked(title: str, description: str, group: str, alias: str, view: str, bars_from: str, w: str):
+    """Bars per ``group`` (shown as ``alias``), one stacked count per failure status, from
+    ``view``, a rollup of (status, n) rows: a bar for each group the rollup of every record
+    ``bars_from`` has in the range, zero for a group without failures."""
+    cols = [f"coalesce(sum(n) FILTER (WHERE status = '{s}'), 0) AS {s}" for s in FAILURES]
+    cols.append(f"coalesce(sum(n) FILTER (WHERE status <> '{OK}' AND status NOT IN ({LIST})), 0) AS unclassified")
+    names = [*FAILURES, "unclassified"]
     sep = ",\n       "
-    if not rollup:
-        sql = f"""
-SELECT {group} AS {alias},
-       {sep.join(cols)}
-FROM {view}
-{w}
-GROUP BY 1
-ORDER BY 1"""
-    else:
-        names = [*FAILURES, "unclassified"]
-        sql = f"""
+    sql = f"""
 SELECT {alias},
        {sep.join(f"coalesce(f.{c}, 0) AS {c}" for c in names)}
-FROM (SELECT DISTINCT {group} AS {alias} FROM v_dns_hourly
-{RW}
+FROM (SELECT DISTINCT {group} AS {alias} FROM {bars_from}
+{w}
 ) g
 LEFT JOIN (SELECT {group} AS {alias},
        {sep.join(cols)}
@@ -84,23 +76,26 @@ HAVING count(*) FILTER (WHERE status <> 'ok') > 0
 ORDER BY failed DESC, failure_rate DESC, 1, 2, 3
 LIMIT 25"""
     page = f"""
-SELECT browser, dns_mode, coalesce(network_profile, 'none') AS profile,
-       count(*) AS n,
-       count(*) FILTER (WHERE status <> 'ok') AS failed,
-       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
-       mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
-FROM v_page_load
-{PW}
+SELECT browser, dns_mode, profile,
+       sum(n) AS n,
+       coalesce(sum(n) FILTER (WHERE status <> 'ok'), 0) AS failed,
+       coalesce(sum(n) FILTER (WHERE status <> 'ok'), 0)::float8 / sum(n) AS failure_rate,
+       (array_agg(status ORDER BY n DESC, status) FILTER (WHERE status <> 'ok'))[1] AS commonest_status
+FROM (SELECT browser, dns_mode, coalesce(network_profile, 'none') AS profile, status, sum(n) AS n
+      FROM v_page_load_daily
+      {PW}
+      GROUP BY 1, 2, 3, 4) s
 GROUP BY 1, 2, 3
 ORDER BY failure_rate DESC, n DESC, 1, 2, 3"""
     rows = [
         ("DNS failures", [
             _stacked("Failures by status per transport", """
 Question: how does each transport fail? Count of DNS queries per failure status of the taxonomy
-(vantage_agent/errors.py), stacked per transport.""", "transport", "transport", "v_dns_query", W, rollup=True),
+(vantage_agent/errors.py), stacked per transport (the hourly rollup: whole hours).""", "transport", "transport",
+                     "v_dns_hourly_status", "v_dns_hourly", RW),
             _stacked("Failures by status per resolver", """
 Question: is one resolver the problem? The same counts stacked per resolver.""",
-                     "coalesce(resolver, 'none')", "resolver", "v_dns_query", W, rollup=True),
+                     "coalesce(resolver, 'none')", "resolver", "v_dns_hourly_status", "v_dns_hourly", RW),
             table_panel("Failure rate with counts", """
 Question: how often does each transport × resolver × profile fail, and out of how many queries?
 failed / n, with both counts shown (a rate without its count hides small samples).""", rates, {
@@ -120,12 +115,13 @@ resolver) with most failed queries, with their rate and commonest failure status
         ("Page-load failures", [
             table_panel("Page-load failure rate per browser and DNS mode", """
 Question: which browser × DNS mode × profile fails page loads, how often, and how? failed / n with
-both counts and the commonest status.""", page, {
+both counts and the commonest status (the daily rollup: every UTC day the range touches).""", page, {
                 "browser": ("browser", None), "dns_mode": ("DNS mode", None), "profile": ("profile", None),
                 "n": ("loads", None), "failed": ("failed", None), "failure_rate": ("failure rate", "percentunit"),
                 "commonest_status": ("commonest status", None)}),
             _stacked("Page-load failures by status per browser", """
-Question: how do page loads fail per browser? Count per failure status, stacked.""", "browser", "browser", "v_page_load", PW),
+Question: how do page loads fail per browser? Count per failure status, stacked (the daily rollup:
+every UTC day the range touches).""", "browser", "browser", "v_page_load_daily", "v_page_load_daily", PW),
         ]),
     ]
     return new_dashboard(UID, "Failure rates", __doc__.split("\n\n")[0], VARS, rows)

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from vantage_agent.pageload.dnsmode import TRANSPORTS
 
-from dashboards.panels import (bar_panel, cdf_sql, histogram_panel, log_bins_sql, new_dashboard, table_panel, where,
-                               xy_panel)
+from dashboards.panels import (bar_panel, hist_bins, hist_cdf, hist_quantiles, histogram_panel, new_dashboard, table_panel,
+                               where, xy_panel)
 
 UID = "dnscamp-pageloads"
 VARS = ("campaign", "region", "vantage", "profile", "browser", "dns_mode")
 W = where(*VARS) + "\n  AND status = 'ok'"
+# the daily rollups (v_page_load_daily: loads per UTC day x campaign x vantage x profile x
+# browser x DNS mode x DNS transport x HTTP version x status, with min and max PLT; _hist: their
+# histograms of plt_ms, 2 % log buckets): every panel but the per-page one (keyed by page, a
+# rollup would hold ~3 loads a row). The vantage variable carries the region selection; whole
+# UTC days (every day the range touches: panels.DAYS).
+DW = where("campaign", "vantage", "profile", "browser", "dns_mode", time="day") + "\n  AND status = 'ok'"
 OTHERS = [t for t in TRANSPORTS if t != "do53"]  # compared with Do53
 HTTP = ("h2", "h3")
 PAGE = "url || ' · ' || browser || ' · ' || coalesce(network_profile, 'none')"
@@ -26,19 +32,26 @@ def _narrow(*cols: str) -> str:
 
 
 def dashboard():
+    keys = "dns_mode, browser, profile, http"
+    pq = hist_quantiles(f"""SELECT dns_mode, browser, coalesce(network_profile, 'none') AS profile, http, bucket, sum(n) AS n
+              FROM v_page_load_daily_hist
+              {DW}
+              GROUP BY 1, 2, 3, 4, 5""", keys, {"p50": 0.5, "p90": 0.9})
     plt = f"""
-{_narrow("dns_mode", "browser", "network_profile", "http", "plt_ms")}
-SELECT dns_mode, browser, coalesce(network_profile, 'none') AS profile, http,
-       count(*) AS n,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) AS p50_ms,
-       percentile_cont(0.9) WITHIN GROUP (ORDER BY plt_ms) AS p90_ms,
-       min(plt_ms) AS min_ms, max(plt_ms) AS max_ms
-FROM p
-GROUP BY 1, 2, 3, 4
+WITH h AS ({pq}
+), c AS (
+  SELECT dns_mode, browser, coalesce(network_profile, 'none') AS profile, http,
+         sum(n) AS n, min(min_plt_ms) AS min_ms, max(max_plt_ms) AS max_ms
+  FROM v_page_load_daily
+  {DW}
+  GROUP BY 1, 2, 3, 4
+)
+SELECT c.dns_mode, c.browser, c.profile, c.http, c.n, h.p50 AS p50_ms, h.p90 AS p90_ms, c.min_ms, c.max_ms
+FROM c
+LEFT JOIN h ON h.dns_mode = c.dns_mode AND h.browser = c.browser AND h.profile = c.profile AND h.http IS NOT DISTINCT FROM c.http
 ORDER BY 3, 2, 1, 4"""
-    dist = log_bins_sql("plt_ms", {t: f"dns_transport = '{t}'" for t in TRANSPORTS},
-                        f"(SELECT dns_transport, plt_ms FROM v_page_load\n{W}) s")
-    cdf = cdf_sql("dns_mode || ' · ' || browser", "plt_ms", f"(SELECT dns_mode, browser, plt_ms FROM v_page_load\n{W}) q")
+    dist = hist_bins({t: f"dns_transport = '{t}'" for t in TRANSPORTS}, "v_page_load_daily_hist", DW)
+    cdf = hist_cdf("dns_mode || ' · ' || browser", "plt_ms", "v_page_load_daily_hist", DW)
     diffs = ",\n       ".join(f"max(m.p50) FILTER (WHERE m.dns_transport = '{t}') - d.p50 AS {t}_diff_ms" for t in OTHERS)
     vs_do53 = f"""
 {_narrow("url", "browser", "network_profile", "http", "dns_transport", "plt_ms")},
@@ -55,28 +68,43 @@ JOIN m AS d ON d.url = m.url AND d.browser = m.browser AND d.network_profile IS 
            AND d.http = m.http AND d.dns_transport = 'do53'
 GROUP BY m.url, m.browser, m.network_profile, m.http, d.p50
 ORDER BY 1"""
-    h2h3_cols = ",\n       ".join(
-        f"percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) FILTER (WHERE http = '{h}') AS {h}_ms" for h in HTTP)
+    cond = "dns_mode || ' · ' || browser || ' · ' || coalesce(network_profile, 'none')"
+    hq = hist_quantiles(f"""SELECT {cond} AS condition, http, bucket, sum(n) AS n
+              FROM v_page_load_daily_hist
+              {DW}
+                AND http IN ({", ".join(f"'{h}'" for h in HTTP)})
+              GROUP BY 1, 2, 3""", "condition, http", {"p50": 0.5})
+    h2h3_cols = ",\n       ".join(f"max(h.p50) FILTER (WHERE h.http = '{h}') AS {h}_ms" for h in HTTP)
+    h2h3_n = ",\n         ".join(f"coalesce(sum(n) FILTER (WHERE http = '{h}'), 0) AS {h}_n" for h in HTTP)
     h2h3 = f"""
-{_narrow("dns_mode", "browser", "network_profile", "http", "plt_ms")}
-SELECT dns_mode || ' · ' || browser || ' · ' || coalesce(network_profile, 'none') AS condition,
+WITH h AS ({hq}
+), c AS (
+  SELECT {cond} AS condition,
+         {h2h3_n}
+  FROM v_page_load_daily
+  {DW}
+  GROUP BY 1
+)
+SELECT c.condition,
        {h2h3_cols},
-       count(*) FILTER (WHERE http = 'h2') AS h2_n,
-       count(*) FILTER (WHERE http = 'h3') AS h3_n
-FROM p
-GROUP BY 1
+       {", ".join(f"c.{h}_n" for h in HTTP)}
+FROM c
+LEFT JOIN h USING (condition)
+GROUP BY {", ".join(["c.condition"] + [f"c.{h}_n" for h in HTTP])}
 ORDER BY 1"""
     rows = [
         ("Page-load time", [
             histogram_panel("PLT distribution per DNS transport", """
 Question: how are page-load times spread with each DNS transport? Successful loads per bin of plt_ms
-(loadEventEnd; bins 27 % wide on a log scale, counted in SQL), one series per DNS transport of the browser.""", dist, {t: (t, None) for t in TRANSPORTS}),
+(loadEventEnd; bins 27 % wide on a log scale: the daily rollup's 2 % buckets summed, whole days), one
+series per DNS transport of the browser.""", dist, {t: (t, None) for t in TRANSPORTS}),
             xy_panel("CDF of PLT per DNS mode and browser", """
-Question: what share of loads finish within x ms, per DNS mode and browser? The share of loads at or
-below each of ~200 values of plt_ms per curve (percentile_disc at 0.5 % steps: cume_dist() to 0.5 %).""", cdf, {"plt_ms": ("page-load time", "ms"), "cdf": ("share of loads", "percentunit")}, series_by="series"),
+Question: what share of loads finish within x ms, per DNS mode and browser? The share of loads below
+x per curve, exact at every edge of the daily rollup's 2 % buckets of plt_ms (whole days).""", cdf, {"plt_ms": ("page-load time", "ms"), "cdf": ("share of loads", "percentunit")}, series_by="series"),
             table_panel("PLT per DNS mode × browser × condition", """
 Question: the distribution's numbers per DNS mode, browser, network profile and HTTP version: count,
-median, p90, min and max PLT.""", plt, {
+median and p90 (the daily rollup's histograms: within 1 % of the exact percentiles), min and max
+PLT; whole days.""", plt, {
                 "dns_mode": ("DNS mode", None), "browser": ("browser", None), "profile": ("profile", None),
                 "http": ("HTTP", None), "n": ("loads", None), "p50_ms": ("median", "ms"), "p90_ms": ("p90", "ms"),
                 "min_ms": ("min", "ms"), "max_ms": ("max", "ms")}),
@@ -85,11 +113,12 @@ median, p90, min and max PLT.""", plt, {
             bar_panel("Median PLT difference to Do53 per page", """
 Question: does an encrypted transport slow a page down compared with Do53, for the same page,
 browser, condition and HTTP version? Median PLT with the transport minus median PLT with Do53
-(positive: slower than Do53).""", vs_do53, {"page": ("page · browser · profile · HTTP", None)} |
+(positive: slower than Do53). Exact, over the loads (the time range as it is).""", vs_do53, {"page": ("page · browser · profile · HTTP", None)} |
                       {f"{t}_diff_ms": (t, "ms") for t in OTHERS}, w=24, h=11),
             bar_panel("HTTP/2 vs HTTP/3", """
 Question: does HTTP/3 load pages faster than HTTP/2 under each DNS mode, browser and condition?
-Median PLT per HTTP version (empty where a campaign did not load that version), with counts.""", h2h3,
+Median PLT per HTTP version (empty where a campaign did not load that version), with counts (the
+daily rollup: whole days, medians within 1 %).""", h2h3,
                       {"condition": ("DNS mode · browser · profile", None), "h2_ms": ("HTTP/2", "ms"),
                        "h3_ms": ("HTTP/3", "ms"), "h2_n": ("HTTP/2 loads", None), "h3_n": ("HTTP/3 loads", None)}, w=24),
         ]),

@@ -129,46 +129,79 @@ def variables(*names: str) -> list[dashboard.QueryVariable]:
 
 
 def where(*names: str, time: str | None = "started_at") -> str:
-    """The WHERE clause for the dashboard's variables ``names`` (and its time range on ``time``)."""
-    conds = ([f"$__timeFilter({time})"] if time else []) + [FILTERS[n] for n in names]
+    """The WHERE clause for the dashboard's variables ``names`` (and its time range on ``time``;
+    ``time="day"``: the daily rollups' day column, every UTC day the range touches)."""
+    conds = ([DAYS if time == "day" else f"$__timeFilter({time})"] if time else []) + [FILTERS[n] for n in names]
     return "WHERE " + "\n  AND ".join(conds)
 
 
-# --- shared SQL ----------------------------------------------------------------------------------
-CDF_POINTS = 200  # points per CDF curve
-_GRID = f"(SELECT array_agg(i / {CDF_POINTS}.0)::float8[] FROM generate_series(1, {CDF_POINTS}) AS i)"
+# A daily rollup row counts whole when the range touches its UTC day: the days starting in the
+# range and the one it starts in (a range of a few hours reads the day it lies in).
+DAYS = "($__timeFilter(day) OR day = date_trunc('day', $__timeFrom()::timestamptz, 'UTC'))"
 
 
-def cdf_sql(series: str, value: str, source: str) -> str:
-    """A thinned CDF per ``series`` (an SQL expression) of ``value`` (a column of ``source``, a
-    FROM item): the values at the fractions 1/200 .. 1 (percentile_disc, one sort per series
-    instead of window functions over every row), each value with the largest fraction that gave
-    it, which is its cume_dist() to within 1/200 (below it). Columns: series, ``value``, cdf."""
+# --- shared SQL: reading the rollups' histograms ------------------------------------------------
+# The rollups (docs/store.md "Rollups") keep a histogram per row: bucket 0 holds values below
+# 0.001, bucket b >= 1 the values in [0.001 * 1.02^(b-1), 0.001 * 1.02^b) (ms, RTT multiples or
+# bytes), dnscamp_hist_value(b) its geometric middle. The panels sum the (bucket, n) rows they
+# select per group and bucket first, then read what they show from those sums.
+BIN = 12  # buckets per bin of the histogram panels: 1.02^12 = 1.27 x wide
+
+
+def hist_quantiles(sums: str, keys: str, qs: dict[str, float]) -> str:
+    """Percentiles per group (``keys``, columns of ``sums``: a query of (keys, bucket, n)
+    histogram sums, one row per group and bucket) in one pass: the first bucket whose running
+    count reaches ceil(q * total) (nearest rank, as percentile_disc and dnscamp_hist_quantile), at
+    its middle value: within 1 % of percentile_disc over the records. One sort of the sums and
+    no function call per group (one dnscamp_hist_quantile call per group was 2.3 times slower
+    than the exact percentiles over the records). The sums are MATERIALIZED: planned on their
+    own, they are a hash aggregate; inlined, the planner sorted every histogram row for the
+    window's order instead (on disk: 1.5 s instead of 0.2 s for the detail table at 1 M)."""
+    picks = ",\n         ".join(
+        f"dnscamp_hist_value(min(bucket) FILTER (WHERE cum >= greatest(ceil({q} * total), 1))) AS {name}"
+        for name, q in qs.items())
     return f"""
-SELECT c.series, u.{value}, max(u.cdf) AS cdf
-FROM (SELECT {series} AS series,
-             percentile_disc({_GRID}) WITHIN GROUP (ORDER BY {value}) AS v
+  WITH b AS MATERIALIZED (
+              {sums}
+  )
+  SELECT {keys},
+         {picks}
+  FROM (SELECT {keys}, bucket, sum(n) OVER (PARTITION BY {keys} ORDER BY bucket) AS cum,
+               sum(n) OVER (PARTITION BY {keys}) AS total
+        FROM b) c
+  GROUP BY {keys}"""
+
+
+def hist_cdf(series: str, value: str, source: str, where_sql: str) -> str:
+    """A CDF per ``series`` (an SQL expression over ``source``, a histogram view) at the upper
+    edge of each non-empty bucket: the share of the series' values below that edge, which is
+    exact there (every value of a bucket lies below its upper edge): one point per 2 % of
+    ``value``. Columns: series, ``value`` (the edge), cdf. Grafana has no CDF panel: an XY chart
+    draws it."""
+    return f"""
+SELECT series, CASE WHEN bucket > 0 THEN 0.001 * power(1.02::float8, bucket) ELSE 0.001 END AS {value},
+       sum(n) OVER (PARTITION BY series ORDER BY bucket)::float8 / sum(n) OVER (PARTITION BY series) AS cdf
+FROM (SELECT {series} AS series, bucket, sum(n) AS n
       FROM {source}
-      GROUP BY 1) c
-CROSS JOIN LATERAL unnest(c.v, {_GRID}) AS u({value}, cdf)
-WHERE u.{value} IS NOT NULL
-GROUP BY 1, 2
+      {where_sql}
+      GROUP BY 1, 2) b
 ORDER BY 1, 2"""
 
 
-def log_bins_sql(value: str, columns: dict[str, str], source: str, *, ratio_exp: int = 12) -> str:
+def hist_bins(columns: dict[str, str], source: str, where_sql: str) -> str:
     """Pre-bucketed counts for Grafana's histogram panel (fields ``xMin``, ``xMax`` and one count
-    per column: it draws them as they are, computing nothing from raw rows): bins of ``value``
-    (ms) 1.02^``ratio_exp`` wide on a log scale from 0.001 ms, the rollup histograms' bucket edges
-    (every ``ratio_exp``-th). ``columns``: count column -> the condition a row meets to count."""
-    counts = ",\n       ".join(f'count(*) FILTER (WHERE {cond}) AS "{name}"' for name, cond in columns.items())
+    per column: it draws them as they are, computing nothing from raw rows): BIN rollup buckets
+    per bin (1.27 x wide on a log scale from 0.001, the rollup's own edges; bucket 0 is the bin
+    from 0). ``columns``: count column -> the condition a histogram row meets to count."""
+    counts = ",\n       ".join(f'coalesce(sum(n) FILTER (WHERE {cond}), 0) AS "{name}"' for name, cond in columns.items())
     return f"""
-SELECT CASE WHEN bin < 0 THEN 0 ELSE 0.001 * power(1.02::float8, bin * {ratio_exp}) END AS "xMin",
-       0.001 * power(1.02::float8, (bin + 1) * {ratio_exp}) AS "xMax",
+SELECT CASE WHEN bin < 0 THEN 0 ELSE 0.001 * power(1.02::float8, bin * {BIN}) END AS "xMin",
+       0.001 * power(1.02::float8, (bin + 1) * {BIN}) AS "xMax",
        {counts}
-FROM (SELECT *, CASE WHEN {value} >= 0.001 THEN floor(ln({value} / 0.001) / ln(1.02::float8) / {ratio_exp})::int ELSE -1 END AS bin
-      FROM {source}) b
-WHERE {value} IS NOT NULL
+FROM (SELECT *, CASE WHEN bucket = 0 THEN -1 ELSE (bucket - 1) / {BIN} END AS bin
+      FROM {source}
+      {where_sql}
+      ) h
 GROUP BY bin
 ORDER BY bin"""
 
