@@ -288,7 +288,7 @@ class Item:
     row: bytes
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
     status: str
-    hourly: bytes | None  # a dns_query's dns_hourly row (`rollup`)
+    hourly: bytes | None  # a dns_query's or page_load's rollup row (`rollup`)
 
 
 # --- rollups (migration 0013_rollups, docs/store.md "Rollups") --------------------------------
@@ -316,16 +316,44 @@ def _text(v: Any) -> str | None:
     return v if v is None or v.__class__ is str else canonical_json(v).decode()
 
 
-HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "failed", "bucket")
+# A record's rollup row (`rollup`), COPYed into the session's temporary tables of migration 0017
+# (dnscamp_rollup_temp) and summed by Postgres (`_add_rollups`): a dns_query's into
+# dnscamp_dns_in (dns_hourly, dns_hourly_status, dns_conn_daily), a page_load's into dnscamp_pl_in
+# (page_load_daily). A dns_query row carries its shape's sha256 and its typed columns (the
+# `dns_split` fields as they are: Postgres computes the measures from them and the shape) or,
+# when it has no shape, its body.
+HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "bucket",
+                  "shape", "body", *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
+PAGE_LOAD_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "status", "body")
+PAGE_LOAD_KEYS = ("browser", "dns_mode", "dns_transport", "http", "plt_ms")  # what page_load_daily reads of a body
 _HOURLY_START = struct.pack(">h", len(HOURLY_COLUMNS))
-_TRUE, _FALSE = struct.pack(">ib", 1, 1), struct.pack(">ib", 1, 0)
+_PAGE_LOAD_START = struct.pack(">h", len(PAGE_LOAD_COLUMNS))
+_NO_TYPED = _NULL * (len(DNS_INT8) + len(DNS_INT4) + 1)
+_DAY_US = 24 * _HOUR_US
+_STATUS: dict[str, bytes] = {}  # status -> its COPY field
 
 
-def rollup(envelope: list, body: dict) -> bytes:
-    """A dns_query record's contribution to dns_hourly as a binary COPY row of HOURLY_COLUMNS:
-    its key (UTC hour, campaign, vantage, profile, resolver, transport), whether it failed,
-    and the bucket of its total_ms (NULL when not counted: failed, or without both
-    timestamps). Postgres sums a batch's rows (`_add_rollups`)."""
+def _status(status: str) -> bytes:
+    f = _STATUS.get(status)
+    if f is None:
+        f = _fields((status,))
+        if len(_STATUS) < 1000:
+            _STATUS[status] = f
+    return f
+
+
+def rollup(envelope: list, body: dict, body_json: bytes, shape: bytes | None, typed: bytes | None) -> bytes:
+    """A record's rollup row (binary COPY): for a dns_query, a row of HOURLY_COLUMNS: its
+    key (UTC hour, campaign, vantage, profile, resolver, transport), status, the bucket of its
+    total_ms (NULL when not counted: failed, or without both timestamps), then its shape's
+    sha256 and ``typed`` (its `dns_split` fields) or, without them, its body; for a page_load,
+    a row of PAGE_LOAD_COLUMNS (UTC day, campaign, vantage, profile, status, the body's
+    PAGE_LOAD_KEYS as jsonb). Postgres sums a batch's rows (`_add_rollups`)."""
+    status = _status(envelope[11])
+    if envelope[2] == "page_load":
+        part = canonical_json({k: body[k] for k in PAGE_LOAD_KEYS if k in body})
+        return b"".join((_PAGE_LOAD_START, _F8(8, envelope[10] // _DAY_US * _DAY_US), _fields(envelope[3:10:3]),
+                         status, _int4(len(part) + 1), _JSONB_V1, part))  # fmt: skip
     ok = envelope[11] == "ok"
     bucket = _NULL
     t0, t1 = body.get("t_start"), body.get("t_response")
@@ -342,10 +370,14 @@ def rollup(envelope: list, body: dict) -> bytes:
             if len(_HOURLY_GROUPS) >= _SHA_CACHE_MAX:
                 _HOURLY_GROUPS.clear()
             _HOURLY_GROUPS[key] = group
-    return b"".join((_HOURLY_START, _F8(8, envelope[10] // _HOUR_US * _HOUR_US), group, _FALSE if ok else _TRUE,
-                     bucket))  # fmt: skip
+    hour = _F8(8, envelope[10] // _HOUR_US * _HOUR_US)
+    if shape is not None and typed:
+        return b"".join((_HOURLY_START, hour, group, status, bucket, _int4(32), shape, _NULL, typed))
+    return b"".join((_HOURLY_START, hour, group, status, bucket, _NULL, _int4(len(body_json) + 1), _JSONB_V1,
+                     body_json, _NO_TYPED))  # fmt: skip
 
 
+_ROLLED_UP = ("dns_query", "page_load")  # the kinds with a rollup row
 _HOURLY_GROUPS: dict[tuple, bytes] = {}  # (campaign, vantage, profile, resolver, transport) -> their COPY fields
 
 
@@ -401,7 +433,7 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         exact = body_json if _jsonb_lossy(body_json) else None
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
-    hourly = rollup(envelope, body) if envelope[2] == "dns_query" else None
+    hourly = rollup(envelope, body, body_json, shape, typed) if envelope[2] in _ROLLED_UP else None
     return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11], hourly)
 
 
@@ -715,21 +747,19 @@ class Store:
         return len(idx)
 
 
-# A batch's dns_hourly rows are COPYed into a temporary table and summed by Postgres; the
-# result_counts increments (few keys) are summed here. %b: binary parameters (psycopg's text
-# array dumper quotes every element with a regex).
-_HOURLY_TEMP = (
-    "CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_hourly_in (hour timestamptz, campaign text, vantage_id text, "
-    "network_profile text, resolver text, transport text, failed boolean, bucket int) ON COMMIT DELETE ROWS"
-)
+# A batch's rollup rows are COPYed into the session's temporary tables (migration 0017's
+# dnscamp_rollup_temp) and summed by Postgres: dns_hourly here, the rollups of 0017 by
+# dnscamp_rollup_dns / dnscamp_rollup_page_load (which empty the tables: a batch stored row by
+# row adds each row once). The result_counts increments (few keys) are summed here. %b: binary
+# parameters (psycopg's text array dumper quotes every element with a regex).
 _HOURLY_UPSERT = """
 INSERT INTO dns_hourly (hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, buckets, counts)
 SELECT hour, campaign, vantage_id, network_profile, resolver, transport, sum(n), sum(f),
        COALESCE(array_agg(bucket ORDER BY bucket) FILTER (WHERE bucket IS NOT NULL), '{}'),
        COALESCE(array_agg(n ORDER BY bucket) FILTER (WHERE bucket IS NOT NULL), '{}')
 FROM (SELECT hour, campaign, vantage_id, network_profile, resolver, transport, bucket, count(*) AS n,
-             count(*) FILTER (WHERE failed) AS f
-      FROM dnscamp_hourly_in GROUP BY 1, 2, 3, 4, 5, 6, 7) AS k
+             count(*) FILTER (WHERE status <> 'ok') AS f
+      FROM dnscamp_dns_in GROUP BY 1, 2, 3, 4, 5, 6, 7) AS k
 GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
 ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDED.n,
     failures = dns_hourly.failures + EXCLUDED.failures,
@@ -743,19 +773,25 @@ _COUNTS_UPSERT = (
 
 
 def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[bytes, int]) -> None:
-    """The batch's new records into the rollups (dns_hourly, result_counts), in the batch's
-    transaction; keys in one order so that two ingests cannot deadlock."""
+    """The batch's new records into the rollups (dns_hourly, result_counts, and 0017's
+    dns_hourly_status, dns_conn_daily, page_load_daily), in the batch's transaction; keys in
+    one order so that two ingests cannot deadlock."""
     counts: dict[tuple, int] = {}
-    hourly = []
+    dns, page_loads = [], []
     for i in idx:
         k = (ctx_ids[p.ctxs[i]], p.statuses[i])
         counts[k] = counts.get(k, 0) + 1
         if (h := p.hourly[i]) is not None:
-            hourly.append(h)
-    if hourly:
-        cur.execute(_HOURLY_TEMP)
-        _copy(cur, f"COPY dnscamp_hourly_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", hourly)
+            (dns if h[:2] == _HOURLY_START else page_loads).append(h)  # the field count says which
+    if dns or page_loads:
+        cur.execute("SELECT dnscamp_rollup_temp()")
+    if dns:
+        _copy(cur, f"COPY dnscamp_dns_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", dns)
         cur.execute(_HOURLY_UPSERT)
+        cur.execute("SELECT dnscamp_rollup_dns(1)")
+    if page_loads:
+        _copy(cur, f"COPY dnscamp_pl_in ({', '.join(PAGE_LOAD_COLUMNS)}) FROM STDIN (FORMAT BINARY)", page_loads)
+        cur.execute("SELECT dnscamp_rollup_page_load(1)")
     cur.execute(_COUNTS_UPSERT, [list(c) for c in zip(*((*k, n) for k, n in counts.items()))])
 
 

@@ -178,6 +178,64 @@ dns_hourly = sa.Table(
 )  # fmt: skip
 
 
+# --- rollups of migration 0017_dashboard_rollups (docs/store.md "Rollups") -------------------
+
+_HIST = lambda name: (sa.Column(f"{name}_buckets", ARRAY(sa.SmallInteger), nullable=False),  # noqa: E731
+                      sa.Column(f"{name}_counts", ARRAY(sa.Integer), nullable=False))  # fmt: skip
+dns_hourly_status = sa.Table(
+    "dns_hourly_status", Base.metadata,
+    sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    *(sa.Column(c, sa.Text) for c in ("network_profile", "resolver", "transport")),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status",
+                        name="uq_dns_hourly_status", postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+dns_conn_daily = sa.Table(
+    "dns_conn_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    *(sa.Column(c, sa.Text) for c in ("network_profile", "resolver", "transport")),
+    sa.Column("connection", sa.Text, nullable=False),
+    *(sa.Column(c, sa.BigInteger, nullable=False) for c in ("n", "failures", "total_packets")),
+    *(c for m in ("total", "handshake", "exchange", "rtt", "ip_bytes") for c in _HIST(m)),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "network_profile", "resolver", "transport", "connection",
+                        name="uq_dns_conn_daily", postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+page_load_daily = sa.Table(
+    "page_load_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    *(sa.Column(c, sa.Text) for c in ("network_profile", "browser", "dns_mode", "dns_transport", "http")),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Column("min_plt_ms", sa.Float(53)),
+    sa.Column("max_plt_ms", sa.Float(53)),
+    sa.Column("buckets", ARRAY(sa.SmallInteger), nullable=False),
+    sa.Column("counts", ARRAY(sa.Integer), nullable=False),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "network_profile", "browser", "dns_mode", "dns_transport",
+                        "http", "status", name="uq_page_load_daily", postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+# the latest successful ping per campaign, measurement, probe and destination (v_quicsocks_savings),
+# kept by a trigger on atlas_ping
+atlas_ping_latest = sa.Table(
+    "atlas_ping_latest", Base.metadata,
+    sa.Column("campaign", sa.Text),
+    sa.Column("msm_id", sa.BigInteger, nullable=False),
+    sa.Column("prb_id", sa.Integer, nullable=False),
+    sa.Column("dst_addr", sa.Text),
+    sa.Column("raw_id", sa.BigInteger, nullable=False),
+    sa.Column("timestamp", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("avg_ms", sa.Float(53), nullable=False),
+    sa.UniqueConstraint("campaign", "msm_id", "prb_id", "dst_addr", name="uq_atlas_ping_latest",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+
+
 class ResultCount(Base):
     """Records per context and status (v_failures)."""
 

@@ -2,6 +2,9 @@
 -- RTT_DNS = probe -> its resolver (the address that reached our authoritative server),
 -- RTT_Server = server -> that resolver, RTT_direct = probe -> server; each the mean of the
 -- replies of the latest successful ping (five packets). isp_resolver: same AS as the probe.
+-- The pings are read from atlas_ping_latest (0017): the latest successful ping per campaign,
+-- measurement, probe and destination, kept by a trigger on atlas_ping; the latest per role
+-- is the latest of those, so the rows are the same as over every ping.
 CREATE OR REPLACE VIEW v_quicsocks_savings AS
 WITH pings AS (
     SELECT COALESCE(p.campaign, m.campaign) AS campaign,
@@ -14,9 +17,8 @@ WITH pings AS (
                             CASE WHEN m.role = 'server_resolver' THEN 0 ELSE p.prb_id END,
                             CASE WHEN m.role = 'probe_server' THEN '' ELSE p.dst_addr END
                ORDER BY p."timestamp" DESC, p.raw_id DESC) AS rn
-    FROM atlas_ping p
+    FROM atlas_ping_latest p
     JOIN atlas_measurements m ON m.msm_id = p.msm_id
-    WHERE p.status = 'ok' AND p.avg_ms IS NOT NULL
 ), latest AS (
     SELECT * FROM pings WHERE rn = 1
 )

@@ -1,0 +1,368 @@
+"""Rollups for the dashboards at 10 M records (issue 16; docs/dashboards.md "Query times",
+"What would meet the targets at 10 M"), maintained at ingest like 0013's ``dns_hourly``:
+
+- ``dns_hourly_status``: failed dns_query records per dns_hourly key and status
+  (v_dns_hourly_status): the failure-status stacks read it instead of every record;
+- ``dns_conn_daily``: dns_query records per UTC day x campaign x vantage x network profile x
+  resolver x transport x connection (fresh / reuse / resume): n, failures, the sum of
+  total_packets and histograms (0013's log buckets) of the ok records' total_ms, handshake_ms,
+  exchange_ms, total_rtt_multiple and total_ip_bytes (v_dns_conn_daily, v_dns_conn_daily_hist);
+- ``page_load_daily``: page loads per UTC day x campaign x vantage x profile x browser x
+  dns_mode x dns_transport x http x status: n, least and greatest plt_ms and its histogram
+  (v_page_load_daily, v_page_load_daily_hist);
+- ``atlas_ping_latest``: the latest successful ping per campaign, measurement, probe and
+  destination, kept by a trigger on atlas_ping (every writer: Atlas ingest, archive restore,
+  hand inserts); v_quicsocks_savings reads it (same columns and rows) instead of ranking
+  every ping.
+
+How the DNS and page-load rollups are kept: ingest COPYs each batch's new records into the
+session's temporary tables ``dnscamp_dns_in`` / ``dnscamp_pl_in`` (``dnscamp_rollup_temp()``
+makes them) and calls ``dnscamp_rollup_dns(1)`` / ``dnscamp_rollup_page_load(1)``, which add
+them and empty the tables. A dns_query row carries its shape's sha256 and its typed columns (the
+measures are computed here from the shape's columns, with v_dns_query's expressions) or, when
+it does not fit them, its body (read as v_dns_query's generic branch reads it); a page load
+carries its body (or the part of it the rollup reads). The results view's INSTEAD OF triggers
+add (or, for a deleted row, subtract: sign -1) the row the same way; the upgrade fills the
+tables from what is stored, the same way.
+
+Revision ID: 0017_dashboard_rollups
+Revises: 0016_page_load_warm
+"""
+
+from alembic import op
+
+from db.migrations.views import create_view, drop_view, restore_view
+
+revision = "0017_dashboard_rollups"
+down_revision = "0016_page_load_warm"
+branch_labels = None
+depends_on = None
+
+WRITER = "dnscamp_writer"
+NEW_VIEWS = ("v_dns_hourly_status", "v_dns_conn_daily", "v_dns_conn_daily_hist", "v_page_load_daily",
+             "v_page_load_daily_hist")  # fmt: skip
+TABLES = ("dns_hourly_status", "dns_conn_daily", "page_load_daily", "atlas_ping_latest")
+# the five histograms of dns_conn_daily: column prefix, v_dns_conn_daily_hist's measure
+MEASURES = (("total", "total_ms"), ("handshake", "handshake_ms"), ("exchange", "exchange_ms"),
+            ("rtt", "total_rtt_multiple"), ("ip_bytes", "total_ip_bytes"))  # fmt: skip
+_HISTS = ",\n    ".join(f"{p}_buckets smallint[] NOT NULL, {p}_counts int[] NOT NULL" for p, _ in MEASURES)
+
+TABLES_SQL = f"""
+CREATE TABLE dns_hourly_status (
+    hour timestamptz NOT NULL, campaign text NOT NULL, vantage_id text NOT NULL, network_profile text,
+    resolver text, transport text, status text NOT NULL, n bigint NOT NULL,
+    CONSTRAINT uq_dns_hourly_status UNIQUE NULLS NOT DISTINCT
+        (hour, campaign, vantage_id, network_profile, resolver, transport, status)
+);
+CREATE TABLE dns_conn_daily (
+    day timestamptz NOT NULL, campaign text NOT NULL, vantage_id text NOT NULL, network_profile text,
+    resolver text, transport text, connection text NOT NULL,
+    n bigint NOT NULL, failures bigint NOT NULL, total_packets bigint NOT NULL,
+    {_HISTS},
+    CONSTRAINT uq_dns_conn_daily UNIQUE NULLS NOT DISTINCT
+        (day, campaign, vantage_id, network_profile, resolver, transport, connection)
+);
+CREATE TABLE page_load_daily (
+    day timestamptz NOT NULL, campaign text NOT NULL, vantage_id text NOT NULL, network_profile text,
+    browser text, dns_mode text, dns_transport text, http text, status text NOT NULL,
+    n bigint NOT NULL, min_plt_ms float8, max_plt_ms float8, buckets smallint[] NOT NULL, counts int[] NOT NULL,
+    CONSTRAINT uq_page_load_daily UNIQUE NULLS NOT DISTINCT
+        (day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, status)
+);
+CREATE TABLE atlas_ping_latest (
+    campaign text, msm_id bigint NOT NULL, prb_id int NOT NULL, dst_addr text,
+    raw_id bigint NOT NULL, "timestamp" timestamptz NOT NULL, avg_ms float8 NOT NULL,
+    CONSTRAINT uq_atlas_ping_latest UNIQUE NULLS NOT DISTINCT (campaign, msm_id, prb_id, dst_addr)
+);
+"""
+
+# A bucket as a smallint (0013's dnscamp_hist_bucket; NULL for no value; a value beyond
+# 0.001 * 1.02^32766, ~1e279, is counted in the last bucket).
+FUNCTIONS_SQL = """
+CREATE FUNCTION dnscamp_hist_bucket16(v float8) RETURNS smallint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN v IS NOT NULL THEN least(dnscamp_hist_bucket(least(v, 1e280)), 32767)::smallint END
+$$;
+CREATE FUNCTION dnscamp_rollup_temp() RETURNS void LANGUAGE plpgsql
+SET client_min_messages = warning  -- no NOTICE when they exist
+AS $$
+BEGIN
+    CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_dns_in (
+        hour timestamptz, campaign text, vantage_id text, network_profile text, resolver text, transport text,
+        status text, bucket int, shape bytea, body jsonb,
+        t_start bigint, t_connected bigint, t_tls_done bigint, t_query_sent bigint, t_response bigint,
+        handshake_bytes_sent bigint, handshake_bytes_received bigint, query_bytes_sent bigint,
+        query_bytes_received bigint, sequence int, response_size int, handshake_packets_sent int,
+        handshake_packets_received int, query_packets_sent int, query_packets_received int, answers bytea
+    ) ON COMMIT DELETE ROWS;
+    CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_pl_in (
+        day timestamptz, campaign text, vantage_id text, network_profile text, status text, body jsonb
+    ) ON COMMIT DELETE ROWS;
+END $$;
+"""
+
+# dnscamp_dns_in -> dns_hourly_status and dns_conn_daily (counts times ``sign``), then emptied.
+# The typed rows' shapes are fetched by sha256 first (an index probe per distinct shape).
+ROLLUP_DNS_SQL = """
+CREATE FUNCTION dnscamp_rollup_dns(sign int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO dns_hourly_status AS h (hour, campaign, vantage_id, network_profile, resolver, transport, status, n)
+    SELECT hour, campaign, vantage_id, network_profile, resolver, transport, status, sign * count(*)
+    FROM dnscamp_dns_in WHERE status <> 'ok'
+    GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7
+    ON CONFLICT ON CONSTRAINT uq_dns_hourly_status DO UPDATE SET n = h.n + EXCLUDED.n;
+
+    WITH sh AS MATERIALIZED (
+        SELECT * FROM dns_shapes
+        WHERE sha256 = ANY (ARRAY(SELECT DISTINCT shape FROM dnscamp_dns_in WHERE shape IS NOT NULL))
+    ), d AS (
+        SELECT i.hour, i.campaign, i.vantage_id, i.network_profile, i.status, s.resolver, s.transport,
+               s.connection_reused, s.resumed, s.access_rtt_ms, s.hdr_bytes,
+               i.t_start, i.t_connected, i.t_tls_done, i.t_query_sent, i.t_response,
+               i.handshake_bytes_sent, i.handshake_bytes_received, i.query_bytes_sent, i.query_bytes_received,
+               i.handshake_packets_sent, i.handshake_packets_received, i.query_packets_sent, i.query_packets_received
+        FROM dnscamp_dns_in i JOIN sh s ON s.sha256 = i.shape
+        UNION ALL
+        SELECT i.hour, i.campaign, i.vantage_id, i.network_profile, i.status,
+               i.body ->> 'resolver', i.body ->> 'transport',
+               JSON_VALUE(i.body, '$.connection_reused' RETURNING boolean),
+               JSON_VALUE(i.body, '$.resumed' RETURNING boolean),
+               JSON_VALUE(i.body, '$.access_rtt_ms' RETURNING float8),
+               CASE WHEN i.body ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END,
+               JSON_VALUE(i.body, '$.t_start' RETURNING bigint), JSON_VALUE(i.body, '$.t_connected' RETURNING bigint),
+               JSON_VALUE(i.body, '$.t_tls_done' RETURNING bigint),
+               JSON_VALUE(i.body, '$.t_query_sent' RETURNING bigint),
+               JSON_VALUE(i.body, '$.t_response' RETURNING bigint),
+               JSON_VALUE(i.body, '$.handshake_bytes_sent' RETURNING bigint),
+               JSON_VALUE(i.body, '$.handshake_bytes_received' RETURNING bigint),
+               JSON_VALUE(i.body, '$.query_bytes_sent' RETURNING bigint),
+               JSON_VALUE(i.body, '$.query_bytes_received' RETURNING bigint),
+               JSON_VALUE(i.body, '$.handshake_packets_sent' RETURNING int),
+               JSON_VALUE(i.body, '$.handshake_packets_received' RETURNING int),
+               JSON_VALUE(i.body, '$.query_packets_sent' RETURNING int),
+               JSON_VALUE(i.body, '$.query_packets_received' RETURNING int)
+        FROM dnscamp_dns_in i WHERE i.shape IS NULL
+    ), t AS (  -- v_dns_query's totals
+        SELECT d.*,
+               COALESCE(handshake_bytes_sent, 0)::numeric + COALESCE(handshake_bytes_received, 0)
+                 + query_bytes_sent + query_bytes_received AS bytes_n,
+               COALESCE(handshake_packets_sent, 0)::numeric + COALESCE(handshake_packets_received, 0)
+                 + query_packets_sent + query_packets_received AS packets_n,
+               CASE WHEN access_rtt_ms >= 0.001 THEN access_rtt_ms END AS rtt_divisor,
+               dnscamp_ns_ms(t_response, t_start) AS total_ms
+        FROM d
+    ), x AS (  -- per record: its key, and the buckets of its measures when it is ok
+        SELECT date_trunc('day', hour, 'UTC') AS day, campaign, vantage_id, network_profile, resolver, transport,
+               CASE WHEN connection_reused THEN 'reuse' WHEN resumed THEN 'resume' ELSE 'fresh' END AS connection,
+               status <> 'ok' AS failed,
+               CASE WHEN status = 'ok' AND abs(packets_n) <= 2147483647 THEN packets_n END AS packets,
+               CASE WHEN status = 'ok' THEN dnscamp_hist_bucket16(total_ms) END AS b_total,
+               CASE WHEN status = 'ok'
+                    THEN dnscamp_hist_bucket16(dnscamp_ns_ms(t_tls_done, COALESCE(t_connected, t_start))) END AS b_handshake,
+               CASE WHEN status = 'ok' THEN dnscamp_hist_bucket16(dnscamp_ns_ms(t_response, t_query_sent)) END AS b_exchange,
+               CASE WHEN status = 'ok' THEN dnscamp_hist_bucket16(total_ms / rtt_divisor) END AS b_rtt,
+               CASE WHEN status = 'ok' AND abs(bytes_n + hdr_bytes * packets_n) <= 9223372036854775807
+                    THEN dnscamp_hist_bucket16((bytes_n + hdr_bytes * packets_n)::bigint::float8) END AS b_ip_bytes
+        FROM t
+    ), u AS (  -- m 0: the record itself; m 1..5: a measure's bucket
+        SELECT day, campaign, vantage_id, network_profile, resolver, transport, connection, v.m, v.b,
+               count(*) AS c, count(*) FILTER (WHERE failed) AS f, COALESCE(sum(packets), 0) AS p
+        FROM x CROSS JOIN LATERAL (VALUES (0, NULL::smallint), (1, b_total), (2, b_handshake), (3, b_exchange),
+                                          (4, b_rtt), (5, b_ip_bytes)) AS v(m, b)
+        WHERE v.m = 0 OR v.b IS NOT NULL
+        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+    )
+    INSERT INTO dns_conn_daily AS h (day, campaign, vantage_id, network_profile, resolver, transport, connection,
+        n, failures, total_packets, total_buckets, total_counts, handshake_buckets, handshake_counts,
+        exchange_buckets, exchange_counts, rtt_buckets, rtt_counts, ip_bytes_buckets, ip_bytes_counts)
+    SELECT day, campaign, vantage_id, network_profile, resolver, transport, connection,
+           sign * sum(c) FILTER (WHERE m = 0), sign * sum(f) FILTER (WHERE m = 0), sign * sum(p) FILTER (WHERE m = 0),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 1), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 1), '{}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 2), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 2), '{}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 3), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 3), '{}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 4), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 4), '{}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 5), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 5), '{}')
+    FROM u GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7
+    ON CONFLICT ON CONSTRAINT uq_dns_conn_daily DO UPDATE SET
+        n = h.n + EXCLUDED.n, failures = h.failures + EXCLUDED.failures,
+        total_packets = h.total_packets + EXCLUDED.total_packets,
+        (total_buckets, total_counts) = (SELECT * FROM dnscamp_hist_merge(h.total_buckets, h.total_counts,
+                                                                          EXCLUDED.total_buckets, EXCLUDED.total_counts)),
+        (handshake_buckets, handshake_counts) = (SELECT * FROM dnscamp_hist_merge(h.handshake_buckets, h.handshake_counts,
+                                                                          EXCLUDED.handshake_buckets, EXCLUDED.handshake_counts)),
+        (exchange_buckets, exchange_counts) = (SELECT * FROM dnscamp_hist_merge(h.exchange_buckets, h.exchange_counts,
+                                                                          EXCLUDED.exchange_buckets, EXCLUDED.exchange_counts)),
+        (rtt_buckets, rtt_counts) = (SELECT * FROM dnscamp_hist_merge(h.rtt_buckets, h.rtt_counts,
+                                                                      EXCLUDED.rtt_buckets, EXCLUDED.rtt_counts)),
+        (ip_bytes_buckets, ip_bytes_counts) = (SELECT * FROM dnscamp_hist_merge(h.ip_bytes_buckets, h.ip_bytes_counts,
+                                                                          EXCLUDED.ip_bytes_buckets, EXCLUDED.ip_bytes_counts));
+    IF sign < 0 THEN  -- a key whose records are all gone has no row (as one never seen)
+        DELETE FROM dns_hourly_status WHERE n = 0 AND hour IN (SELECT hour FROM dnscamp_dns_in);
+        DELETE FROM dns_conn_daily WHERE n = 0 AND day IN (SELECT date_trunc('day', hour, 'UTC') FROM dnscamp_dns_in);
+    END IF;
+    DELETE FROM dnscamp_dns_in;
+END $$;
+"""
+
+# dnscamp_pl_in -> page_load_daily (key columns and plt_ms as v_page_load reads the body), then
+# emptied. A subtraction (sign -1: a row deleted from the results view) recomputes the least
+# and greatest plt_ms of its keys from the records left.
+ROLLUP_PAGE_LOAD_SQL = """
+CREATE FUNCTION dnscamp_rollup_page_load(sign int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH x AS (
+        SELECT day, campaign, vantage_id, network_profile, body ->> 'browser' AS browser, body ->> 'dns_mode' AS dns_mode,
+               body ->> 'dns_transport' AS dns_transport, body ->> 'http' AS http, status,
+               JSON_VALUE(body, '$.plt_ms' RETURNING float8) AS plt
+        FROM dnscamp_pl_in
+    ), k AS (
+        SELECT day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, status,
+               dnscamp_hist_bucket16(plt) AS b, count(*) AS c, min(plt) AS lo, max(plt) AS hi
+        FROM x GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+    )
+    INSERT INTO page_load_daily AS p (day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http,
+                                      status, n, min_plt_ms, max_plt_ms, buckets, counts)
+    SELECT day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, status,
+           sign * sum(c), min(lo), max(hi),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE b IS NOT NULL), '{}'),
+           COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE b IS NOT NULL), '{}')
+    FROM k GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+    ON CONFLICT ON CONSTRAINT uq_page_load_daily DO UPDATE SET n = p.n + EXCLUDED.n,
+        min_plt_ms = CASE WHEN sign > 0 THEN least(p.min_plt_ms, EXCLUDED.min_plt_ms) ELSE p.min_plt_ms END,
+        max_plt_ms = CASE WHEN sign > 0 THEN greatest(p.max_plt_ms, EXCLUDED.max_plt_ms) ELSE p.max_plt_ms END,
+        (buckets, counts) = (SELECT * FROM dnscamp_hist_merge(p.buckets, p.counts, EXCLUDED.buckets, EXCLUDED.counts));
+    IF sign < 0 THEN
+        DELETE FROM page_load_daily WHERE n = 0 AND day IN (SELECT day FROM dnscamp_pl_in);
+        UPDATE page_load_daily p SET (min_plt_ms, max_plt_ms) = (
+            SELECT min(v.plt_ms), max(v.plt_ms) FROM v_page_load v
+            WHERE v.started_at >= p.day AND v.started_at < p.day + interval '1 day' AND v.campaign = p.campaign
+              AND v.vantage_id = p.vantage_id AND v.network_profile IS NOT DISTINCT FROM p.network_profile
+              AND v.browser IS NOT DISTINCT FROM p.browser AND v.dns_mode IS NOT DISTINCT FROM p.dns_mode
+              AND v.dns_transport IS NOT DISTINCT FROM p.dns_transport AND v.http IS NOT DISTINCT FROM p.http
+              AND v.status = p.status)
+        WHERE p.day IN (SELECT day FROM dnscamp_pl_in);
+    END IF;
+    DELETE FROM dnscamp_pl_in;
+END $$;
+"""
+
+# Rows inserted into or deleted from the results view: their contributions, from the row's own
+# values (a deleted dns_query row's body is its shape plus its typed columns, read the same way).
+# The delete trigger's name sorts after results_delete: the page-load extremes are recomputed
+# from the records left.
+TRIGGERS_SQL = """
+CREATE FUNCTION dnscamp_results_daily_rollups() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r results%ROWTYPE;
+    sign int := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+BEGIN
+    IF TG_OP = 'INSERT' THEN r := NEW; ELSE r := OLD; END IF;
+    IF r.kind = 'dns_query' THEN
+        PERFORM dnscamp_rollup_temp();
+        INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, transport, status, body)
+        VALUES (date_trunc('hour', r.started_at, 'UTC'), r.campaign, r.vantage_id, r.network_profile,
+                r.body ->> 'resolver', r.body ->> 'transport', r.status, r.body);
+        PERFORM dnscamp_rollup_dns(sign);
+    ELSIF r.kind = 'page_load' THEN
+        PERFORM dnscamp_rollup_temp();
+        INSERT INTO dnscamp_pl_in (day, campaign, vantage_id, network_profile, status, body)
+        VALUES (date_trunc('day', r.started_at, 'UTC'), r.campaign, r.vantage_id, r.network_profile, r.status, r.body);
+        PERFORM dnscamp_rollup_page_load(sign);
+    END IF;
+    RETURN r;
+END $$;
+CREATE TRIGGER results_rollup_insert INSTEAD OF INSERT ON results FOR EACH ROW
+    EXECUTE FUNCTION dnscamp_results_daily_rollups();
+CREATE TRIGGER results_rollup_delete INSTEAD OF DELETE ON results FOR EACH ROW
+    EXECUTE FUNCTION dnscamp_results_daily_rollups();
+
+CREATE FUNCTION dnscamp_atlas_ping_latest() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN  -- OLD's key again from the pings left
+        DELETE FROM atlas_ping_latest l WHERE l.campaign IS NOT DISTINCT FROM OLD.campaign AND l.msm_id = OLD.msm_id
+            AND l.prb_id = OLD.prb_id AND l.dst_addr IS NOT DISTINCT FROM OLD.dst_addr;
+        INSERT INTO atlas_ping_latest (campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms)
+        SELECT campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms FROM atlas_ping p
+        WHERE p.msm_id = OLD.msm_id AND p.prb_id = OLD.prb_id AND p.campaign IS NOT DISTINCT FROM OLD.campaign
+          AND p.dst_addr IS NOT DISTINCT FROM OLD.dst_addr AND p.status = 'ok' AND p.avg_ms IS NOT NULL
+        ORDER BY p."timestamp" DESC, p.raw_id DESC LIMIT 1;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status = 'ok' AND NEW.avg_ms IS NOT NULL THEN
+        INSERT INTO atlas_ping_latest AS l (campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms)
+        VALUES (NEW.campaign, NEW.msm_id, NEW.prb_id, NEW.dst_addr, NEW.raw_id, NEW."timestamp", NEW.avg_ms)
+        ON CONFLICT ON CONSTRAINT uq_atlas_ping_latest DO UPDATE
+            SET raw_id = EXCLUDED.raw_id, "timestamp" = EXCLUDED."timestamp", avg_ms = EXCLUDED.avg_ms
+            WHERE (EXCLUDED."timestamp", EXCLUDED.raw_id) > (l."timestamp", l.raw_id);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER atlas_ping_latest AFTER INSERT OR UPDATE OR DELETE ON atlas_ping FOR EACH ROW
+    EXECUTE FUNCTION dnscamp_atlas_ping_latest();
+"""
+
+# What is stored, through the same functions, one month partition at a time (bounded temp size).
+BACKFILL_DNS_SQL = """
+INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, transport, status, shape,
+    t_start, t_connected, t_tls_done, t_query_sent, t_response, handshake_bytes_sent, handshake_bytes_received,
+    query_bytes_sent, query_bytes_received, handshake_packets_sent, handshake_packets_received,
+    query_packets_sent, query_packets_received)
+SELECT date_trunc('hour', q.started_at, 'UTC'), c.campaign, c.vantage_id, c.network_profile, s.resolver, s.transport,
+       q.status, s.sha256, q.t_start, q.t_connected, q.t_tls_done, q.t_query_sent, q.t_response,
+       q.handshake_bytes_sent, q.handshake_bytes_received, q.query_bytes_sent, q.query_bytes_received,
+       q.handshake_packets_sent, q.handshake_packets_received, q.query_packets_sent, q.query_packets_received
+FROM {table} q JOIN contexts c ON c.id = q.ctx_id JOIN dns_shapes s ON s.id = q.shape_id;
+"""
+BACKFILL_GENERIC_SQL = """
+INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, transport, status, body)
+SELECT date_trunc('hour', g.started_at, 'UTC'), c.campaign, c.vantage_id, c.network_profile,
+       g.body ->> 'resolver', g.body ->> 'transport', g.status, g.body
+FROM {table} g JOIN contexts c ON c.id = g.ctx_id WHERE g.kind = 'dns_query';
+INSERT INTO dnscamp_pl_in (day, campaign, vantage_id, network_profile, status, body)
+SELECT date_trunc('day', g.started_at, 'UTC'), c.campaign, c.vantage_id, c.network_profile, g.status, g.body
+FROM {table} g JOIN contexts c ON c.id = g.ctx_id WHERE g.kind = 'page_load';
+"""
+
+
+def _partitions(conn, parent: str) -> list[str]:
+    rows = conn.exec_driver_sql(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        f"WHERE i.inhparent = '{parent}'::regclass ORDER BY 1").fetchall()  # fmt: skip
+    return [r[0] for r in rows] or [parent]
+
+
+def upgrade() -> None:
+    op.execute(TABLES_SQL)
+    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {WRITER}")
+    op.execute(FUNCTIONS_SQL)
+    op.execute(ROLLUP_DNS_SQL)
+    op.execute(ROLLUP_PAGE_LOAD_SQL)
+    conn = op.get_bind()
+    op.execute("SELECT dnscamp_rollup_temp()")
+    for part in _partitions(conn, "dns_queries"):
+        op.execute(BACKFILL_DNS_SQL.format(table=part))
+        op.execute("SELECT dnscamp_rollup_dns(1)")
+    for part in _partitions(conn, "generic_results"):
+        op.execute(BACKFILL_GENERIC_SQL.format(table=part))
+        op.execute("SELECT dnscamp_rollup_dns(1)")
+        op.execute("SELECT dnscamp_rollup_page_load(1)")
+    op.execute("""
+        INSERT INTO atlas_ping_latest (campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms)
+        SELECT DISTINCT ON (campaign, msm_id, prb_id, dst_addr) campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms
+        FROM atlas_ping WHERE status = 'ok' AND avg_ms IS NOT NULL
+        ORDER BY campaign, msm_id, prb_id, dst_addr, "timestamp" DESC, raw_id DESC""")
+    op.execute(TRIGGERS_SQL)
+    create_view(op, revision, "v_quicsocks_savings")  # CREATE OR REPLACE: same columns
+    for v in NEW_VIEWS:
+        create_view(op, revision, v)
+
+
+def downgrade() -> None:
+    for v in reversed(NEW_VIEWS):
+        drop_view(op, v)
+    restore_view(op, "0005_atlas", "v_quicsocks_savings")
+    op.execute("DROP TRIGGER atlas_ping_latest ON atlas_ping")
+    op.execute("DROP TRIGGER results_rollup_insert ON results")
+    op.execute("DROP TRIGGER results_rollup_delete ON results")
+    op.execute("DROP FUNCTION dnscamp_atlas_ping_latest(), dnscamp_results_daily_rollups(), "
+               "dnscamp_rollup_page_load(int), dnscamp_rollup_dns(int), dnscamp_rollup_temp(), "
+               "dnscamp_hist_bucket16(float8)")  # fmt: skip
+    op.execute(f"DROP TABLE {', '.join(TABLES)}")
