@@ -65,24 +65,24 @@ GROUP BY transport
 ORDER BY transport"""
 
 
-def _over_time_sums() -> str:
-    """(time, series, bucket, n) for *Median and p90 over time*: per time bucket of at least an
+def _by_time(keys: str, groups: int) -> str:
+    """(time, ``keys``, n) histogram sums for the panels over time: per time bucket of at least an
     hour from the hourly rollup when the range is at most HOURLY_MAX, per UTC day from the daily
-    one beyond it. The series in byte order (COLLATE "C": their order does not matter to the
-    window, and "C" compares faster)."""
-    series = f'({SERIES}) COLLATE "C"'
-    return f"""SELECT $__timeGroup(hour, $__interval) AS time, {series} AS series, bucket, sum(n) AS n
+    one beyond it. ``keys``: the select list after time (its last item the bucket), ``groups``:
+    how many items it has."""
+    by = ", ".join(str(i) for i in range(1, groups + 2))
+    return f"""SELECT $__timeGroup(hour, $__interval) AS time, {keys}, sum(n) AS n
               FROM v_dns_hourly_hist
               {HW}
                 AND {SHORT_RANGE}
-              GROUP BY 1, 2, 3
+              GROUP BY {by}
               UNION ALL
-              SELECT extract(epoch FROM day) AS time, {series} AS series, bucket, sum(n) AS n
+              SELECT extract(epoch FROM day) AS time, {keys}, sum(n) AS n
               FROM v_dns_conn_daily_hist
               {DW}
                 AND measure = 'total_ms'
                 AND {LONG_RANGE}
-              GROUP BY 1, 2, 3"""
+              GROUP BY {by}"""
 
 
 def _last_bucket(bound_ms: float) -> int:
@@ -92,9 +92,9 @@ def _last_bucket(bound_ms: float) -> int:
 
 
 def _heat_sql() -> str:
-    # a rollup bucket (2 % wide) goes to the log2 bucket of its middle value; the sums per hour
-    # and bucket come first, so the time grouping and the bucket tests run on those, not on
-    # every histogram entry
+    # a rollup bucket (2 % wide) goes to the log2 bucket of its middle value; the sums per time
+    # bucket and rollup bucket come first, so the bucket tests run on those, not on every
+    # histogram entry
     cols, prev = [], None
     for b in HEAT_BOUNDS:
         k = _last_bucket(b)
@@ -103,18 +103,17 @@ def _heat_sql() -> str:
         prev = k
     cols.append(f'coalesce(sum(n) FILTER (WHERE bucket > {prev}), 0) AS "+Inf"')
     return f"""
-SELECT $__timeGroup(hour, $__interval) AS time,
+SELECT time,
        {(',' + chr(10) + '       ').join(cols)}
-FROM (SELECT hour, bucket, sum(n) AS n
-      FROM v_dns_hourly_hist
-      {HW}
-      GROUP BY 1, 2) h
+FROM ({_by_time("bucket", 1)}
+      ) h
 GROUP BY 1
 ORDER BY 1"""
 
 
 def dashboard():
-    qs = hist_quantiles(_over_time_sums(), "time, series", {"p50": 0.5, "p90": 0.9})
+    # the series in byte order (COLLATE "C": their order does not matter to the window)
+    qs = hist_quantiles(_by_time(f'({SERIES}) COLLATE "C" AS series, bucket', 2), "time, series", {"p50": 0.5, "p90": 0.9})
     over_time = f"""
 SELECT t.time, t.series || ' ' || s.stat AS metric, s.value_ms
 FROM ({qs}
@@ -174,9 +173,10 @@ Grafana has no CDF panel).""",
                      cdf, {"total_ms": ("resolution time", "ms"), "cdf": ("share of queries", "percentunit")},
                      series_by="series"),
             heatmap_panel("Resolution time over time (log2 buckets)", """
-Question: does the distribution move over time? Counts of queries per time bucket (at least an hour)
-and log2 bucket of total_ms (the bucket's upper bound in ms), from the hourly rollup's histograms (a
-2 %-wide rollup bucket counts in the log2 bucket of its middle value).""", _heat_sql()),
+Question: does the distribution move over time? Counts of queries per time bucket and log2 bucket of
+total_ms (the bucket's upper bound in ms): at least an hour (the hourly rollup) for a range of up to
+two days, a UTC day (the daily rollup) for a longer one; a 2 %-wide rollup bucket counts in the log2
+bucket of its middle value.""", _heat_sql()),
         ]),
         ("Cost in round trips and bytes", [
             bar_panel("Resolution time in multiples of the access RTT", """

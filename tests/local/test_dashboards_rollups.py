@@ -153,10 +153,11 @@ def test_page_load_panels_are_within_one_percent_of_the_records(store):
 
 
 def test_distribution_and_heatmap_count_every_ok_query_once(store):
+    """Over a month the heatmap's columns are UTC days (the daily rollup), over two days hours."""
     url, dns, _ = store
     r = run_panels(url, {"campaign": ("gen",)}, MONTH)
     ok = _ok(dns)
-    per_transport, per_hour = Counter(row[2] for row in ok), Counter(_trunc(row[0], "hour") for row in ok)
+    per_transport, per_day = Counter(row[2] for row in ok), Counter(_trunc(row[0], "day") for row in ok)
     cols, rows = r[("dnscamp-dns.json", "Distribution of resolution times per transport")]
     assert cols[:2] == ["xMin", "xMax"]  # Grafana's pre-bucketed histogram frame
     assert all(a < b for a, b, *_ in rows) and all(rows[i][1] == pytest.approx(rows[i + 1][0]) or rows[i][1] < rows[i + 1][0]
@@ -168,8 +169,11 @@ def test_distribution_and_heatmap_count_every_ok_query_once(store):
     for row in ok[:500]:
         i = bisect.bisect_right(edges, row[5]) - 1
         assert 0 <= i < len(rows) and rows[i][cols.index(row[2])] > 0
+    # the heatmap: per UTC day over a month, per hour over two days
     cols, rows = r[("dnscamp-dns.json", "Resolution time over time (log2 buckets)")]
-    assert {int(row[0]): sum(row[1:]) for row in rows} == per_hour
+    assert {int(row[0]): sum(row[1:]) for row in rows} == per_day
+    cols, rows = run_panels(url, {"campaign": ("gen",)}, TWO_DAYS)[("dnscamp-dns.json", "Resolution time over time (log2 buckets)")]
+    assert {int(row[0]): sum(row[1:]) for row in rows} == Counter(_trunc(row[0], "hour") for row in _ok(dns, TWO_DAYS[0])) != {}
 
 
 def test_cdf_points_are_the_exact_share_below_each_bucket_edge(store):
