@@ -73,6 +73,9 @@ def _distinct(expr: str, view: str, where: str) -> str:
 
 
 CAMPAIGN = "campaign = ANY(ARRAY[${campaign:sqlstring}]::text[])"
+# A daily rollup row counts whole when the range touches its UTC day: the days starting in the
+# range and the one it starts in (a range of a few hours reads the day it lies in).
+DAYS = "($__timeFilter(day) OR day = date_trunc('day', $__timeFrom()::timestamptz, 'UTC'))"
 
 
 def _or_none(col: str, var: str) -> str:
@@ -85,30 +88,42 @@ def _or_none(col: str, var: str) -> str:
 
 
 REGION = _or_none("region", "region")
+
+
+def _in_range(expr: str, where_sql: str = "true") -> str:
+    """The values of ``expr`` (over campaign, vantage_id, network_profile) that the daily rollups
+    of DNS queries and page loads hold on the UTC days the range touches and meet ``where_sql``:
+    a few thousand rows a day at any record count, where v_results is every record."""
+    return (f"SELECT {expr} FROM v_dns_conn_daily WHERE {DAYS} AND {where_sql}\n"
+            f"UNION SELECT {expr} FROM v_page_load_daily WHERE {DAYS} AND {where_sql}\nORDER BY 1")
+
+
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
-    "campaign": ("Campaign", _distinct("campaign", "v_results", "$__timeFilter(started_at)"),
-                 "Campaigns with records in the time range."),
+    "campaign": ("Campaign", _in_range("campaign"),
+                 "Campaigns with DNS queries or page loads on the days of the time range."),
+    # per record: the rollups have vantages, not regions
     "region": ("Region", _distinct("coalesce(region, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
                "Vantage regions ('none' when a record has none)."),
     # chained to the region: the rollups (v_dns_hourly*) have vantages, not regions, so panels
     # over them filter regions through the vantages of the selected regions
     "vantage": ("Vantage", _distinct("vantage_id", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN} AND {REGION}"),
                 "Vantage points of the selected campaigns and regions."),
-    "profile": ("Network profile",
-                _distinct("coalesce(network_profile, 'none')", "v_results", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+    "profile": ("Network profile", _in_range("coalesce(network_profile, 'none')", CAMPAIGN),
                 "Emulated or real access-network profiles ('none' when a record has none)."),
-    # from the hourly rollup (one row per hour and group, not per query): hours starting in the range
-    "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_hourly", f"$__timeFilter(hour) AND {CAMPAIGN}"),
+    # from the daily rollups (one row per day and group, not per record): every UTC day the range touches
+    "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_conn_daily", f"{DAYS} AND {CAMPAIGN}"),
                  "Resolvers queried by the DNS measurements."),
-    "transport": ("Transport", _distinct("transport", "v_dns_hourly", f"$__timeFilter(hour) AND {CAMPAIGN}"),
+    "transport": ("Transport", _distinct("transport", "v_dns_conn_daily", f"{DAYS} AND {CAMPAIGN}"),
                   "DNS transports (do53, dot, doh, doh3, doq)."),
-    "browser": ("Browser", _distinct("browser", "v_page_load", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+    "browser": ("Browser", _distinct("browser", "v_page_load_daily", f"{DAYS} AND {CAMPAIGN}"),
                 "Browsers of the page loads."),
-    "dns_mode": ("DNS mode", _distinct("dns_mode", "v_page_load", f"$__timeFilter(started_at) AND {CAMPAIGN}"),
+    "dns_mode": ("DNS mode", _distinct("dns_mode", "v_page_load_daily", f"{DAYS} AND {CAMPAIGN}"),
                  "How the browser resolved names (e.g. do53:isp, doh:isp, system)."),
-    "atlas_campaign": ("Atlas campaign", "SELECT DISTINCT campaign FROM v_atlas_credits WHERE campaign IS NOT NULL ORDER BY 1",
-                       "RIPE Atlas campaigns (the testbed's are <campaign>/<run>)."),
+    # the campaigns of the QuicSocks view (its discovery) and of the probes' metadata: both a few
+    # hundred rows, where v_atlas_credits reads every Atlas result
+    "atlas_campaign": ("Atlas campaign", "SELECT campaign FROM v_quicsocks_savings UNION SELECT campaign FROM v_atlas_probes "
+                       "ORDER BY 1", "RIPE Atlas campaigns (the testbed's are <campaign>/<run>)."),
 }
 # the SQL condition each variable stands for, on the columns of the views that have them
 FILTERS = {
@@ -134,10 +149,6 @@ def where(*names: str, time: str | None = "started_at") -> str:
     conds = ([DAYS if time == "day" else f"$__timeFilter({time})"] if time else []) + [FILTERS[n] for n in names]
     return "WHERE " + "\n  AND ".join(conds)
 
-
-# A daily rollup row counts whole when the range touches its UTC day: the days starting in the
-# range and the one it starts in (a range of a few hours reads the day it lies in).
-DAYS = "($__timeFilter(day) OR day = date_trunc('day', $__timeFrom()::timestamptz, 'UTC'))"
 
 
 # --- shared SQL: reading the rollups' histograms ------------------------------------------------
