@@ -6,8 +6,10 @@ data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max 
     .venv/bin/python bench/dashboard_queries.py [--url postgresql://...] [--repeat 20] [--campaign C]
 
 --url: a libpq URL of a role that can read the views (Grafana's is dnscamp_reader); default:
-the reader of the store dnscamp uses. --panel: only the panels whose title contains it. Prints
-one line per panel; the last line is JSON. Beside the wall times, the server's CPU time per
+the reader of the store dnscamp uses. --panel: only the panels whose title contains it (and no
+variable queries). Prints
+one line per panel and per variable query (each once, in the first dashboard that has it); the
+last line is JSON. Beside the wall times, the server's CPU time per
 query (the session's backend and its parallel workers, from /proc, when the server runs on
 this machine: on a shared machine wall time includes waiting for a core, CPU time does not;
 other sessions of the same server that end during a panel's runs count too, so time a server
@@ -66,6 +68,22 @@ def _server_cpu_ms(backend: int) -> float | None:
     return ticks * 1e3 / os.sysconf("SC_CLK_TCK")
 
 
+def _time(conn, sql: str, repeat: int, backend: int) -> dict:
+    """One warm-up (and the row count), then ``repeat`` timed runs: p50 / p95 / max wall ms and
+    the server's CPU ms per run."""
+    rows = len(conn.execute(sql).fetchall())
+    times = []
+    cpu0 = _server_cpu_ms(backend)
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        conn.execute(sql).fetchall()
+        times.append((time.perf_counter() - t0) * 1e3)
+    q = statistics.quantiles(times, n=20, method="inclusive") if len(times) > 1 else times * 19
+    cpu1 = _server_cpu_ms(backend)
+    return {"rows": rows, "p50_ms": round(statistics.median(times), 2), "p95_ms": round(q[18], 2),
+            "max_ms": round(max(times), 2), "cpu_ms": None if cpu0 is None else round((cpu1 - cpu0) / repeat, 1)}
+
+
 def main() -> int:
     import dashboards
     from dashboards.expand import expand, resolve
@@ -103,23 +121,19 @@ def main() -> int:
             variables = resolve(conn, data, selected, lo, hi, interval=iv)
             var_ms = (time.perf_counter() - t0) * 1e3
             print(f"{name}: variables {var_ms:.1f} ms")
+            for v in data["templating"]["list"]:  # each variable's query, timed once per run of it
+                if args.panel or f"variable / {v['name']}" in out:
+                    continue
+                sql = expand(v["query"], variables, lo, hi, interval=iv)
+                out[f"variable / {v['name']}"] = fig = _time(conn, sql, args.repeat, backend)
+                print(f"  variable {v['name']}: p50 {fig['p50_ms']} ms, p95 {fig['p95_ms']} ms, "
+                      f"server CPU {fig['cpu_ms']} ms/query, {fig['rows']} options")
             for p in dashboards.panel_list(data):
                 if args.panel and not any(t in p["title"] for t in args.panel):
                     continue
                 sql = expand(p["targets"][0]["rawSql"], variables, lo, hi, interval=iv)
-                rows = len(conn.execute(sql).fetchall())  # warm-up (and the row count)
-                times = []
-                cpu0 = _server_cpu_ms(backend)
-                for _ in range(args.repeat):
-                    t0 = time.perf_counter()
-                    conn.execute(sql).fetchall()
-                    times.append((time.perf_counter() - t0) * 1e3)
-                q = statistics.quantiles(times, n=20, method="inclusive") if len(times) > 1 else times * 19
-                cpu1 = _server_cpu_ms(backend)
-                fig = {"rows": rows, "p50_ms": round(statistics.median(times), 2), "p95_ms": round(q[18], 2),
-                       "max_ms": round(max(times), 2),
-                       "cpu_ms": None if cpu0 is None else round((cpu1 - cpu0) / args.repeat, 1)}
-                out[f"{name.removesuffix('.json')} / {p['title']}"] = fig
+                out[f"{name.removesuffix('.json')} / {p['title']}"] = fig = _time(conn, sql, args.repeat, backend)
+                rows = fig["rows"]
                 flag = "" if fig["p95_ms"] <= TARGET_MS else f"  > {TARGET_MS} ms"
                 print(f"  {p['title']}: p50 {fig['p50_ms']} ms, p95 {fig['p95_ms']} ms, max {fig['max_ms']} ms, "
                       f"server CPU {fig['cpu_ms']} ms/query, {rows} rows{flag}")
