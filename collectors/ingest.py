@@ -323,12 +323,13 @@ def _text(v: Any) -> str | None:
 # `dns_split` fields as they are: Postgres computes the measures from them and the shape) or,
 # when it has no shape, its body.
 HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "bucket",
-                  "shape", "body", *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
+                  "counted", "shape", "body", *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
 PAGE_LOAD_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "status", "body")
 PAGE_LOAD_KEYS = ("browser", "dns_mode", "dns_transport", "http", "plt_ms")  # what page_load_daily reads of a body
 _HOURLY_START = struct.pack(">h", len(HOURLY_COLUMNS))
 _PAGE_LOAD_START = struct.pack(">h", len(PAGE_LOAD_COLUMNS))
 _NO_TYPED = _NULL * (len(DNS_INT8) + len(DNS_INT4) + 1)
+_TRUE, _FALSE = struct.pack(">ib", 1, 1), struct.pack(">ib", 1, 0)
 _DAY_US = 24 * _HOUR_US
 _STATUS: dict[str, bytes] = {}  # status -> its COPY field
 
@@ -371,10 +372,90 @@ def rollup(envelope: list, body: dict, body_json: bytes, shape: bytes | None, ty
                 _HOURLY_GROUPS.clear()
             _HOURLY_GROUPS[key] = group
     hour = _F8(8, envelope[10] // _HOUR_US * _HOUR_US)
-    if shape is not None and typed:
-        return b"".join((_HOURLY_START, hour, group, status, bucket, _int4(32), shape, _NULL, typed))
-    return b"".join((_HOURLY_START, hour, group, status, bucket, _NULL, _int4(len(body_json) + 1), _JSONB_V1,
-                     body_json, _NO_TYPED))  # fmt: skip
+    if shape is None or not typed:
+        return b"".join((_HOURLY_START, hour, group, status, bucket, _FALSE, _NULL, _int4(len(body_json) + 1),
+                         _JSONB_V1, body_json, _NO_TYPED))  # fmt: skip
+    conn = _conn(envelope, body, ok) if text else None
+    row = b"".join((_HOURLY_START, hour, group, status, bucket, _FALSE if conn is None else _TRUE, _int4(32), shape,
+                    _NULL, typed))  # fmt: skip
+    return row if conn is None else (row, conn)
+
+
+# dns_conn_daily in the parser processes: a typed dns_query's key and measures, computed as
+# v_dns_query and 0017's dnscamp_rollup_dns compute them (the same float arithmetic and log
+# buckets), for bodies whose shape values have the JSON types records v1 give them (a boolean or
+# null connection_reused / resumed, a number or null access_rtt_ms: JSON_VALUE reads those as
+# Python does); other bodies are left to Postgres. `Parsed.add` sums a chunk's; a batch whose
+# records are all new sends the sums (`_add_rollups`), any other batch its records.
+_CONN_MODES = {m: _fields((m,)) for m in ("fresh", "reuse", "resume")}
+_SMALL_IP = frozenset(("do53", "doq", "doh3"))  # 28-byte IP + UDP headers, else 52 (IP + TCP)
+_BOOL_OR_NONE = (bool, type(None))
+
+
+def _bucket16(v: float | None) -> int | None:
+    """dnscamp_hist_bucket16: `hist_bucket`, None for no value, the last bucket beyond ~1e279."""
+    if v is None:
+        return None
+    return min(hist_bucket(min(v, 1e280)), 32767)
+
+
+def _conn(envelope: list, body: dict, ok: bool) -> tuple | None:
+    reused, resumed, rtt = body.get("connection_reused"), body.get("resumed"), body.get("access_rtt_ms")
+    if reused.__class__ not in _BOOL_OR_NONE or resumed.__class__ not in _BOOL_OR_NONE or \
+            (rtt is not None and rtt.__class__ is not float and rtt.__class__ is not int):
+        return None
+    mode = "reuse" if reused else "resume" if resumed else "fresh"
+    key = (envelope[10] // _DAY_US, envelope[3], envelope[6], envelope[9], body.get("resolver"), body.get("transport"), mode)
+    if not ok:
+        return key, 1, 0, None, None, None, None, None
+    t0, t1, tc, tt, tq = body["t_start"], body["t_response"], body["t_connected"], body["t_tls_done"], body["t_query_sent"]
+    total = None if t0 is None or t1 is None else float(t1 - t0) / 1e6
+    hs_from = t0 if tc is None else tc
+    hs = None if tt is None or hs_from is None else float(tt - hs_from) / 1e6
+    ex = None if t1 is None or tq is None else float(t1 - tq) / 1e6
+    mult = total / rtt if total is not None and rtt is not None and rtt >= 0.001 else None
+    qs, qr, ps, pr = body["query_bytes_sent"], body["query_bytes_received"], body["query_packets_sent"], body["query_packets_received"]
+    ip = packets = None
+    if qs is not None and qr is not None and ps is not None and pr is not None:
+        packets = (body["handshake_packets_sent"] or 0) + (body["handshake_packets_received"] or 0) + ps + pr
+        ip = (body["handshake_bytes_sent"] or 0) + (body["handshake_bytes_received"] or 0) + qs + qr + \
+            (28 if body.get("transport") in _SMALL_IP else 52) * packets
+        ip = float(ip) if abs(ip) <= INT64_MAX else None
+        packets = packets if abs(packets) <= INT32_MAX else None
+    return key, 0, packets or 0, _bucket16(total), _bucket16(hs), _bucket16(ex), _bucket16(mult), _bucket16(ip)
+
+
+def _tally(sums: dict, c: tuple) -> None:
+    """Add one record's `_conn` to a chunk's sums: key -> [n, failures, packets, 5 {bucket: n}]."""
+    s = sums.get(c[0])
+    if s is None:
+        s = sums[c[0]] = [0, 0, 0, {}, {}, {}, {}, {}]
+    s[0] += 1
+    s[1] += c[1]
+    s[2] += c[2]
+    for h, b in zip(s[3:], c[3:]):
+        if b is not None:
+            h[b] = h.get(b, 0) + 1
+
+
+CONN_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "resolver", "transport", "connection", "n",
+                "failures", "total_packets", *(f"{m}_{a}" for m in ("total", "handshake", "exchange", "rtt", "ip_bytes")
+                                               for a in ("buckets", "counts")))  # fmt: skip
+_CONN_START = struct.pack(">h", len(CONN_COLUMNS))
+
+
+def _conn_rows(sums: dict) -> list[bytes]:
+    """A chunk's dns_conn_daily sums as binary COPY rows of CONN_COLUMNS (the histograms as
+    array texts: ascending buckets, their counts)."""
+    rows = []
+    for (day, *key, mode), (n, f, pk, *hists) in sums.items():
+        texts = []
+        for h in hists:
+            bs = sorted(h)
+            texts += ("{" + ",".join(map(str, bs)) + "}", "{" + ",".join([str(h[b]) for b in bs]) + "}")
+        rows.append(b"".join((_CONN_START, _F8(8, day * _DAY_US), _fields(key), _CONN_MODES[mode], _F8(8, n), _F8(8, f),
+                              _F8(8, pk), _fields(texts))))  # fmt: skip
+    return rows
 
 
 _ROLLED_UP = ("dns_query", "page_load")  # the kinds with a rollup row
@@ -543,6 +624,7 @@ class Parsed:
     regs: list[bytes] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
     hourly: list[bytes | None] = field(default_factory=list)
+    conn: dict[tuple, list] = field(default_factory=dict)  # dns_conn_daily sums (`_tally`)
     months: set[int] = field(default_factory=set)
     dims: Dims = field(default_factory=Dims)
     bad: list[tuple[str, int, str, str]] = field(default_factory=list)  # (file, line, reason, raw)
@@ -558,7 +640,11 @@ class Parsed:
         self.shapes.append(it.shape)
         self.regs.append(it.reg)
         self.statuses.append(it.status)
-        self.hourly.append(it.hourly)
+        h = it.hourly
+        if h.__class__ is tuple:  # a typed dns_query's row and its dns_conn_daily part
+            h, c = h
+            _tally(self.conn, c)
+        self.hourly.append(h)
         self.months.add(it.month)
 
 
@@ -764,7 +850,7 @@ GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
 ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDED.n,
     failures = dns_hourly.failures + EXCLUDED.failures,
     (buckets, counts) = (SELECT m.buckets, m.counts
-                         FROM dnscamp_hist_merge(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
+                         FROM dnscamp_hist_sum(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
 """
 _COUNTS_UPSERT = (
     "INSERT INTO result_counts (ctx_id, status, n) SELECT * FROM unnest(%b::int[], %b::text[], %b::bigint[]) "
@@ -788,7 +874,12 @@ def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[b
     if dns:
         _copy(cur, f"COPY dnscamp_dns_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", dns)
         cur.execute(_HOURLY_UPSERT)
-        cur.execute("SELECT dnscamp_rollup_dns(1)")
+        # the parsers' dns_conn_daily sums hold the whole chunk: used when every record is new
+        summed = bool(p.conn) and len(idx) == len(p.ids)
+        if summed:
+            _copy(cur, f"COPY dnscamp_conn_in ({', '.join(CONN_COLUMNS)}) FROM STDIN (FORMAT BINARY)", _conn_rows(p.conn))
+            cur.execute("SELECT dnscamp_rollup_conn()")
+        cur.execute("SELECT dnscamp_rollup_dns(1, %s)", (summed,))
     if page_loads:
         _copy(cur, f"COPY dnscamp_pl_in ({', '.join(PAGE_LOAD_COLUMNS)}) FROM STDIN (FORMAT BINARY)", page_loads)
         cur.execute("SELECT dnscamp_rollup_page_load(1)")

@@ -11,7 +11,8 @@ archive's manifest (``views``, from information_schema when it was written). Eac
 cast to the store's type (TRY_CAST: a value out of the type's range is NULL, as in the store).
 Only the aggregate view ``v_failures`` is SQL written for DuckDB as a whole. The views over
 Atlas tables (v_atlas_ping, v_atlas_dns, v_quicsocks_savings) are the store's own definitions
-(pg_get_viewdef, in the manifest) run over the archived Atlas tables. Views over what an
+(pg_get_viewdef, in the manifest) run over the archived Atlas tables; the store's
+``atlas_ping_latest`` (0017), which v_quicsocks_savings reads, is derived here from the pings. Views over what an
 archive does not hold (the S3 ledger, the quarantine, credits) are not created.
 """
 
@@ -176,12 +177,30 @@ def _atlas(con: duckdb.DuckDBPyConnection, fs, root: str, manifest: dict[str, An
             source = f"_arrow_{table}"
         sel = ", ".join(f"CAST({_q(c)} AS JSON) AS {_q(c)}" if t in pgarrow.JSONISH else _q(c) for c, t in cols)
         con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {sel} FROM {source}")
-    for view, definition in manifest.get("view_defs", {}).items():
+    defs = dict(manifest.get("view_defs", {}))
+    if "atlas_ping" in manifest.get("tables", {}):
+        con.execute(ATLAS_PING_LATEST)
+        if "v_quicsocks_savings" not in defs:  # 0017's reads atlas_ping_latest, which archives leave out
+            from db.views import view_sql as store_view
+
+            defs["v_quicsocks_savings"] = store_view("v_quicsocks_savings").split("VIEW v_quicsocks_savings AS\n", 1)[1]
+    for view, definition in defs.items():
         if view in manifest.get("views", {}):
             try:
                 con.execute(create_view(view, manifest["views"][view], f"({definition.rstrip().rstrip(';')})"))
             except duckdb.Error:  # Postgres-only SQL (v_atlas_credits' JSON_VALUE ... RETURNING): not offered
                 continue
+
+
+# The store's atlas_ping_latest (migration 0017: the latest successful ping per campaign,
+# measurement, probe and destination, kept by a trigger) is derived, not archived: the same
+# rows from the archived pings.
+ATLAS_PING_LATEST = """
+CREATE OR REPLACE VIEW atlas_ping_latest AS
+SELECT campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms FROM atlas_ping
+WHERE status = 'ok' AND avg_ms IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY campaign, msm_id, prb_id, dst_addr ORDER BY "timestamp" DESC, raw_id DESC) = 1
+"""
 
 
 def view_sql(manifest: dict[str, Any], kinds: list[str]) -> dict[str, str]:

@@ -146,6 +146,15 @@ def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaig
     assert stats.ingested == 0 and stats.duplicates > 5000
     assert check(fresh_db) == sizes
 
+    # batches of stored and new records: only the new counted (the parsers' sums are for whole batches)
+    old = (campaign / "records" / "dns-dense.jsonl").read_bytes().splitlines(keepends=True)
+    new = [gen.orjson.dumps(r) + b"\n" for r in gen.dns_queries(
+        1500, np.random.default_rng(8), "daily", gen.END, vantages=gen.VANTAGES[:3], resolvers=gen.RESOLVERS[:2], days=2)]
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "m.jsonl").write_bytes(b"".join(x for pair in zip(old, new) for x in pair))
+    assert ingest([tmp_path / "mixed"], fresh_db, workers=1).ingested == 1500
+    sizes = check(fresh_db)
+
     # the results view's triggers: copies counted, deleted rows uncounted (the page-load extremes recomputed)
     with psycopg.connect(fresh_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "

@@ -80,7 +80,17 @@ CREATE TABLE atlas_ping_latest (
 # 0.001 * 1.02^32766, ~1e279, is counted in the last bucket).
 FUNCTIONS_SQL = """
 CREATE FUNCTION dnscamp_hist_bucket16(v float8) RETURNS smallint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN v IS NOT NULL THEN least(dnscamp_hist_bucket(least(v, 1e280)), 32767)::smallint END
+    SELECT (CASE WHEN v >= 0.001 THEN least(floor(ln(least(v, 1e280::float8) / 0.001) / ln(1.02::float8))::int + 1, 32767)
+                 WHEN v IS NOT NULL THEN 0 END)::smallint
+$$;
+-- 0013's dnscamp_hist_merge as a set-returning function of one row, which the planner inlines
+-- into the upserts below (a call of the scalar one cost ~40 us, five per dns_conn_daily row).
+CREATE FUNCTION dnscamp_hist_sum(b1 smallint[], c1 int[], b2 smallint[], c2 int[])
+RETURNS TABLE (buckets smallint[], counts int[]) LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT COALESCE(array_agg(b ORDER BY b), '{}'), COALESCE(array_agg(c ORDER BY b), '{}')
+    FROM (SELECT b, sum(c)::int AS c
+          FROM (SELECT * FROM unnest(b1, c1) UNION ALL SELECT * FROM unnest(b2, c2)) AS u(b, c)
+          GROUP BY b HAVING sum(c) <> 0) AS s
 $$;
 CREATE FUNCTION dnscamp_rollup_temp() RETURNS void LANGUAGE plpgsql
 SET client_min_messages = warning  -- no NOTICE when they exist
@@ -88,11 +98,17 @@ AS $$
 BEGIN
     CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_dns_in (
         hour timestamptz, campaign text, vantage_id text, network_profile text, resolver text, transport text,
-        status text, bucket int, shape bytea, body jsonb,
+        status text, bucket int, counted boolean, shape bytea, body jsonb,
         t_start bigint, t_connected bigint, t_tls_done bigint, t_query_sent bigint, t_response bigint,
         handshake_bytes_sent bigint, handshake_bytes_received bigint, query_bytes_sent bigint,
         query_bytes_received bigint, sequence int, response_size int, handshake_packets_sent int,
         handshake_packets_received int, query_packets_sent int, query_packets_received int, answers bytea
+    ) ON COMMIT DELETE ROWS;
+    CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_conn_in (
+        day timestamptz, campaign text, vantage_id text, network_profile text, resolver text, transport text,
+        connection text, n bigint, failures bigint, total_packets bigint, total_buckets text, total_counts text,
+        handshake_buckets text, handshake_counts text, exchange_buckets text, exchange_counts text,
+        rtt_buckets text, rtt_counts text, ip_bytes_buckets text, ip_bytes_counts text
     ) ON COMMIT DELETE ROWS;
     CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_pl_in (
         day timestamptz, campaign text, vantage_id text, network_profile text, status text, body jsonb
@@ -101,19 +117,36 @@ END $$;
 """
 
 # dnscamp_dns_in -> dns_hourly_status and dns_conn_daily (counts times ``sign``), then emptied.
+# Dynamic SQL: planned at each call for the batch (plpgsql's cached generic plan was 2x slower).
 # The typed rows' shapes are fetched by sha256 first (an index probe per distinct shape).
+CONN_CONFLICT = """    ON CONFLICT ON CONSTRAINT uq_dns_conn_daily DO UPDATE SET
+        n = h.n + EXCLUDED.n, failures = h.failures + EXCLUDED.failures,
+        total_packets = h.total_packets + EXCLUDED.total_packets,
+        (total_buckets, total_counts) = (SELECT * FROM dnscamp_hist_sum(h.total_buckets, h.total_counts,
+                                                                          EXCLUDED.total_buckets, EXCLUDED.total_counts)),
+        (handshake_buckets, handshake_counts) = (SELECT * FROM dnscamp_hist_sum(h.handshake_buckets, h.handshake_counts,
+                                                                          EXCLUDED.handshake_buckets, EXCLUDED.handshake_counts)),
+        (exchange_buckets, exchange_counts) = (SELECT * FROM dnscamp_hist_sum(h.exchange_buckets, h.exchange_counts,
+                                                                          EXCLUDED.exchange_buckets, EXCLUDED.exchange_counts)),
+        (rtt_buckets, rtt_counts) = (SELECT * FROM dnscamp_hist_sum(h.rtt_buckets, h.rtt_counts,
+                                                                      EXCLUDED.rtt_buckets, EXCLUDED.rtt_counts)),
+        (ip_bytes_buckets, ip_bytes_counts) = (SELECT * FROM dnscamp_hist_sum(h.ip_bytes_buckets, h.ip_bytes_counts,
+                                                                          EXCLUDED.ip_bytes_buckets, EXCLUDED.ip_bytes_counts))"""
 ROLLUP_DNS_SQL = """
-CREATE FUNCTION dnscamp_rollup_dns(sign int) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION dnscamp_rollup_dns(sign int, skip_counted boolean) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    EXECUTE $q$
     INSERT INTO dns_hourly_status AS h (hour, campaign, vantage_id, network_profile, resolver, transport, status, n)
-    SELECT hour, campaign, vantage_id, network_profile, resolver, transport, status, sign * count(*)
+    SELECT hour, campaign, vantage_id, network_profile, resolver, transport, status, $1 * count(*)
     FROM dnscamp_dns_in WHERE status <> 'ok'
     GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7
-    ON CONFLICT ON CONSTRAINT uq_dns_hourly_status DO UPDATE SET n = h.n + EXCLUDED.n;
+    ON CONFLICT ON CONSTRAINT uq_dns_hourly_status DO UPDATE SET n = h.n + EXCLUDED.n
+    $q$ USING sign;
 
+    EXECUTE $q$
     WITH sh AS MATERIALIZED (
         SELECT * FROM dns_shapes
-        WHERE sha256 = ANY (ARRAY(SELECT DISTINCT shape FROM dnscamp_dns_in WHERE shape IS NOT NULL))
+        WHERE sha256 = ANY (ARRAY(SELECT DISTINCT shape FROM dnscamp_dns_in WHERE shape IS NOT NULL AND NOT ($2 AND counted IS TRUE)))
     ), d AS (
         SELECT i.hour, i.campaign, i.vantage_id, i.network_profile, i.status, s.resolver, s.transport,
                s.connection_reused, s.resumed, s.access_rtt_ms, s.hdr_bytes,
@@ -121,6 +154,7 @@ BEGIN
                i.handshake_bytes_sent, i.handshake_bytes_received, i.query_bytes_sent, i.query_bytes_received,
                i.handshake_packets_sent, i.handshake_packets_received, i.query_packets_sent, i.query_packets_received
         FROM dnscamp_dns_in i JOIN sh s ON s.sha256 = i.shape
+        WHERE NOT ($2 AND i.counted IS TRUE)  -- summed by the parser already (dnscamp_rollup_conn)
         UNION ALL
         SELECT i.hour, i.campaign, i.vantage_id, i.network_profile, i.status,
                i.body ->> 'resolver', i.body ->> 'transport',
@@ -150,7 +184,7 @@ BEGIN
                CASE WHEN access_rtt_ms >= 0.001 THEN access_rtt_ms END AS rtt_divisor,
                dnscamp_ns_ms(t_response, t_start) AS total_ms
         FROM d
-    ), x AS (  -- per record: its key, and the buckets of its measures when it is ok
+    ), x AS MATERIALIZED (  -- per record: its key, and the buckets of its measures when it is ok
         SELECT date_trunc('day', hour, 'UTC') AS day, campaign, vantage_id, network_profile, resolver, transport,
                CASE WHEN connection_reused THEN 'reuse' WHEN resumed THEN 'resume' ELSE 'fresh' END AS connection,
                status <> 'ok' AS failed,
@@ -175,33 +209,39 @@ BEGIN
         n, failures, total_packets, total_buckets, total_counts, handshake_buckets, handshake_counts,
         exchange_buckets, exchange_counts, rtt_buckets, rtt_counts, ip_bytes_buckets, ip_bytes_counts)
     SELECT day, campaign, vantage_id, network_profile, resolver, transport, connection,
-           sign * sum(c) FILTER (WHERE m = 0), sign * sum(f) FILTER (WHERE m = 0), sign * sum(p) FILTER (WHERE m = 0),
-           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 1), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 1), '{}'),
-           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 2), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 2), '{}'),
-           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 3), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 3), '{}'),
-           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 4), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 4), '{}'),
-           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 5), '{}'), COALESCE(array_agg(sign * c ORDER BY b) FILTER (WHERE m = 5), '{}')
+           $1 * sum(c) FILTER (WHERE m = 0), $1 * sum(f) FILTER (WHERE m = 0), $1 * sum(p) FILTER (WHERE m = 0),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 1), '{{}}'), COALESCE(array_agg($1 * c ORDER BY b) FILTER (WHERE m = 1), '{{}}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 2), '{{}}'), COALESCE(array_agg($1 * c ORDER BY b) FILTER (WHERE m = 2), '{{}}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 3), '{{}}'), COALESCE(array_agg($1 * c ORDER BY b) FILTER (WHERE m = 3), '{{}}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 4), '{{}}'), COALESCE(array_agg($1 * c ORDER BY b) FILTER (WHERE m = 4), '{{}}'),
+           COALESCE(array_agg(b ORDER BY b) FILTER (WHERE m = 5), '{{}}'), COALESCE(array_agg($1 * c ORDER BY b) FILTER (WHERE m = 5), '{{}}')
     FROM u GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7
-    ON CONFLICT ON CONSTRAINT uq_dns_conn_daily DO UPDATE SET
-        n = h.n + EXCLUDED.n, failures = h.failures + EXCLUDED.failures,
-        total_packets = h.total_packets + EXCLUDED.total_packets,
-        (total_buckets, total_counts) = (SELECT * FROM dnscamp_hist_merge(h.total_buckets, h.total_counts,
-                                                                          EXCLUDED.total_buckets, EXCLUDED.total_counts)),
-        (handshake_buckets, handshake_counts) = (SELECT * FROM dnscamp_hist_merge(h.handshake_buckets, h.handshake_counts,
-                                                                          EXCLUDED.handshake_buckets, EXCLUDED.handshake_counts)),
-        (exchange_buckets, exchange_counts) = (SELECT * FROM dnscamp_hist_merge(h.exchange_buckets, h.exchange_counts,
-                                                                          EXCLUDED.exchange_buckets, EXCLUDED.exchange_counts)),
-        (rtt_buckets, rtt_counts) = (SELECT * FROM dnscamp_hist_merge(h.rtt_buckets, h.rtt_counts,
-                                                                      EXCLUDED.rtt_buckets, EXCLUDED.rtt_counts)),
-        (ip_bytes_buckets, ip_bytes_counts) = (SELECT * FROM dnscamp_hist_merge(h.ip_bytes_buckets, h.ip_bytes_counts,
-                                                                          EXCLUDED.ip_bytes_buckets, EXCLUDED.ip_bytes_counts));
+{conflict}
+    $q$ USING sign, skip_counted;
     IF sign < 0 THEN  -- a key whose records are all gone has no row (as one never seen)
         DELETE FROM dns_hourly_status WHERE n = 0 AND hour IN (SELECT hour FROM dnscamp_dns_in);
         DELETE FROM dns_conn_daily WHERE n = 0 AND day IN (SELECT date_trunc('day', hour, 'UTC') FROM dnscamp_dns_in);
     END IF;
     DELETE FROM dnscamp_dns_in;
 END $$;
-"""
+""".format(conflict=CONN_CONFLICT)
+
+# dnscamp_conn_in (a batch's dns_conn_daily rows summed by ingest's parsers) -> dns_conn_daily.
+ROLLUP_CONN_SQL = """
+CREATE FUNCTION dnscamp_rollup_conn() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO dns_conn_daily AS h (day, campaign, vantage_id, network_profile, resolver, transport, connection,
+        n, failures, total_packets, total_buckets, total_counts, handshake_buckets, handshake_counts,
+        exchange_buckets, exchange_counts, rtt_buckets, rtt_counts, ip_bytes_buckets, ip_bytes_counts)
+    SELECT day, campaign, vantage_id, network_profile, resolver, transport, connection, n, failures, total_packets,
+           total_buckets::smallint[], total_counts::int[], handshake_buckets::smallint[], handshake_counts::int[],
+           exchange_buckets::smallint[], exchange_counts::int[], rtt_buckets::smallint[], rtt_counts::int[],
+           ip_bytes_buckets::smallint[], ip_bytes_counts::int[]
+    FROM dnscamp_conn_in ORDER BY 1, 2, 3, 4, 5, 6, 7
+{conflict};
+    DELETE FROM dnscamp_conn_in;
+END $$;
+""".format(conflict=CONN_CONFLICT)
 
 # dnscamp_pl_in -> page_load_daily (key columns and plt_ms as v_page_load reads the body), then
 # emptied. A subtraction (sign -1: a row deleted from the results view) recomputes the least
@@ -229,7 +269,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT uq_page_load_daily DO UPDATE SET n = p.n + EXCLUDED.n,
         min_plt_ms = CASE WHEN sign > 0 THEN least(p.min_plt_ms, EXCLUDED.min_plt_ms) ELSE p.min_plt_ms END,
         max_plt_ms = CASE WHEN sign > 0 THEN greatest(p.max_plt_ms, EXCLUDED.max_plt_ms) ELSE p.max_plt_ms END,
-        (buckets, counts) = (SELECT * FROM dnscamp_hist_merge(p.buckets, p.counts, EXCLUDED.buckets, EXCLUDED.counts));
+        (buckets, counts) = (SELECT * FROM dnscamp_hist_sum(p.buckets, p.counts, EXCLUDED.buckets, EXCLUDED.counts));
     IF sign < 0 THEN
         DELETE FROM page_load_daily WHERE n = 0 AND day IN (SELECT day FROM dnscamp_pl_in);
         UPDATE page_load_daily p SET (min_plt_ms, max_plt_ms) = (
@@ -261,7 +301,7 @@ BEGIN
         INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, transport, status, body)
         VALUES (date_trunc('hour', r.started_at, 'UTC'), r.campaign, r.vantage_id, r.network_profile,
                 r.body ->> 'resolver', r.body ->> 'transport', r.status, r.body);
-        PERFORM dnscamp_rollup_dns(sign);
+        PERFORM dnscamp_rollup_dns(sign, false);
     ELSIF r.kind = 'page_load' THEN
         PERFORM dnscamp_rollup_temp();
         INSERT INTO dnscamp_pl_in (day, campaign, vantage_id, network_profile, status, body)
@@ -334,15 +374,16 @@ def upgrade() -> None:
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {WRITER}")
     op.execute(FUNCTIONS_SQL)
     op.execute(ROLLUP_DNS_SQL)
+    op.execute(ROLLUP_CONN_SQL)
     op.execute(ROLLUP_PAGE_LOAD_SQL)
     conn = op.get_bind()
     op.execute("SELECT dnscamp_rollup_temp()")
     for part in _partitions(conn, "dns_queries"):
         op.execute(BACKFILL_DNS_SQL.format(table=part))
-        op.execute("SELECT dnscamp_rollup_dns(1)")
+        op.execute("SELECT dnscamp_rollup_dns(1, false)")
     for part in _partitions(conn, "generic_results"):
         op.execute(BACKFILL_GENERIC_SQL.format(table=part))
-        op.execute("SELECT dnscamp_rollup_dns(1)")
+        op.execute("SELECT dnscamp_rollup_dns(1, false)")
         op.execute("SELECT dnscamp_rollup_page_load(1)")
     op.execute("""
         INSERT INTO atlas_ping_latest (campaign, msm_id, prb_id, dst_addr, raw_id, "timestamp", avg_ms)
@@ -363,6 +404,6 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER results_rollup_insert ON results")
     op.execute("DROP TRIGGER results_rollup_delete ON results")
     op.execute("DROP FUNCTION dnscamp_atlas_ping_latest(), dnscamp_results_daily_rollups(), "
-               "dnscamp_rollup_page_load(int), dnscamp_rollup_dns(int), dnscamp_rollup_temp(), "
-               "dnscamp_hist_bucket16(float8)")  # fmt: skip
+               "dnscamp_rollup_page_load(int), dnscamp_rollup_conn(), dnscamp_rollup_dns(int, boolean), dnscamp_rollup_temp(), "
+               "dnscamp_hist_sum(smallint[], int[], smallint[], int[]), dnscamp_hist_bucket16(float8)")  # fmt: skip
     op.execute(f"DROP TABLE {', '.join(TABLES)}")
