@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from collectors.ingest import ingest
 from tests.fuzz import strategies as S
 from tests.fuzz.conftest import FACTOR, TALLY, examples
+from tests.store_util import empty_store
 from vantage_agent.records import RecordError, parse_line
 
 pytestmark = pytest.mark.local
@@ -67,8 +68,7 @@ def stored_rows(conn: psycopg.Connection) -> dict[uuid.UUID, tuple]:
 
 def run_example(url: str, tmp: Path, lines: list[S.Line], gz: bool, final_newline: bool, v: S.Violations) -> int:
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("DELETE FROM results")  # a view over the compact tables since 0012: no TRUNCATE
-        c.execute("TRUNCATE quarantine")
+        empty_store(c)
     path = tmp / ("fuzz.jsonl.gz" if gz else "fuzz.jsonl")
     data = S.file_bytes(lines, final_newline)
     path.write_bytes(gzip.compress(data) if gz else data)
