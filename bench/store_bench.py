@@ -41,7 +41,8 @@ CAMPAIGN = "bench"  # the dns_query records' campaign (bench/archive_bench.py's 
 # Tables of the store and which kind they serve (None: every kind, shared by record count).
 TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_batches": None,
           "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly": "dns_query",
-          "result_counts": None, "generic_results": "generic"}  # fmt: skip
+          "result_counts": None, "generic_results": "generic", "dns_hourly_status": "dns_query",
+          "dns_conn_daily": "dns_query", "page_load_daily": "page_load"}  # fmt: skip
 
 # (name, SQL with {lo} = window start): the issue's and the dashboards' typical questions.
 QUERIES = {
@@ -61,7 +62,31 @@ QUERIES = {
     "v_page_load: p50 plt_ms per browser":
         "SELECT browser, percentile_cont(0.5) WITHIN GROUP (ORDER BY plt_ms) FROM v_page_load "
         "WHERE started_at >= {lo} AND status = 'ok' GROUP BY 1",
+    # the daily rollups of migration 0017 (whole days: the window starts at the day of {lo})
+    "v_dns_conn_daily_hist: p50 total_ms per transport (histogram)":
+        "SELECT transport, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), 0.5) "
+        "FROM (SELECT transport, bucket, sum(n) AS n FROM v_dns_conn_daily_hist WHERE measure = 'total_ms' "
+        "AND day >= date_trunc('day', {lo}, 'UTC') GROUP BY 1, 2) h GROUP BY 1",
+    "v_dns_conn_daily: failure rate per resolver x transport":
+        "SELECT resolver, transport, sum(failures)::float8 / sum(n) FROM v_dns_conn_daily "
+        "WHERE day >= date_trunc('day', {lo}, 'UTC') GROUP BY 1, 2",
+    "v_dns_conn_daily_hist: p50 RTT multiple per transport x connection":
+        "SELECT transport, connection, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), 0.5) "
+        "FROM (SELECT transport, connection, bucket, sum(n) AS n FROM v_dns_conn_daily_hist WHERE measure = 'total_rtt_multiple' "
+        "AND day >= date_trunc('day', {lo}, 'UTC') GROUP BY 1, 2, 3) h GROUP BY 1, 2",
+    "v_dns_hourly_status: failures per transport x status":
+        "SELECT transport, status, sum(n) FROM v_dns_hourly_status WHERE hour >= {lo} GROUP BY 1, 2",
+    "v_page_load_daily_hist: p50 plt_ms per browser (histogram)":
+        "SELECT browser, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), 0.5) "
+        "FROM (SELECT browser, bucket, sum(n) AS n FROM v_page_load_daily_hist WHERE status = 'ok' "
+        "AND day >= date_trunc('day', {lo}, 'UTC') GROUP BY 1, 2) h GROUP BY 1",
 }  # fmt: skip
+# The archive side by side's questions (bench/archive_bench.py QUERIES) and the rollup answers to
+# them on the store (QUERIES above): printed beside DuckDB's scan of the records.
+ROLLUP_ANSWERS = {
+    "p50 total_ms per transport, last 7 days": "v_dns_conn_daily_hist: p50 total_ms per transport (histogram) [7 d]",
+    "failure rate per resolver x transport, 30 days": "v_dns_conn_daily: failure rate per resolver x transport [30 d]",
+}
 
 
 def sizes(conn: psycopg.Connection) -> dict[str, int]:
@@ -211,6 +236,9 @@ def main() -> None:
             for name, q in res["archive"]["queries"].items():
                 print(f"| {name} | {q['postgres_s'] * 1000:,.0f} ms (cold {q['postgres_cold_s'] * 1000:,.0f}) | "
                       f"{q['duckdb_s'] * 1000:,.0f} ms (cold {q['duckdb_cold_s'] * 1000:,.0f}) |", flush=True)
+                if (r := res["queries"].get(ROLLUP_ANSWERS.get(name, ""))) is not None:
+                    print(f"| {name}, rollup (`{ROLLUP_ANSWERS[name].split(':')[0]}`) | {r['p50_ms']:,.0f} ms "
+                          f"(p95 {r['p95_ms']:,.0f}) | {q['duckdb_s'] * 1000:,.0f} ms (the records) |", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(admin, autocommit=True) as c:

@@ -392,11 +392,14 @@ _SMALL_IP = frozenset(("do53", "doq", "doh3"))  # 28-byte IP + UDP headers, else
 _BOOL_OR_NONE = (bool, type(None))
 
 
-def _bucket16(v: float | None) -> int | None:
-    """dnscamp_hist_bucket16: `hist_bucket`, None for no value, the last bucket beyond ~1e279."""
+def _bucket16(v: float | None, _floor=math.floor, _log=math.log) -> int | None:
+    """dnscamp_hist_bucket16: `hist_bucket` (the same expression, inlined: five a record), None
+    for no value, the last bucket beyond ~1e279."""
     if v is None:
         return None
-    return min(hist_bucket(min(v, 1e280)), 32767)
+    if not v >= HIST_MIN_MS:
+        return 0
+    return min(_floor(_log(min(v, 1e280) / HIST_MIN_MS) / _LN_GAMMA) + 1, 32767)
 
 
 def _conn(envelope: list, body: dict, ok: bool) -> tuple | None:
@@ -426,16 +429,19 @@ def _conn(envelope: list, body: dict, ok: bool) -> tuple | None:
 
 
 def _tally(sums: dict, c: tuple) -> None:
-    """Add one record's `_conn` to a chunk's sums: key -> [n, failures, packets, 5 {bucket: n}]."""
+    """Add one record's `_conn` to a chunk's sums: key -> [n, failures, packets, 5 lists of
+    buckets] (counted by `_conn_rows`: Counter counts a list in C)."""
     s = sums.get(c[0])
     if s is None:
-        s = sums[c[0]] = [0, 0, 0, {}, {}, {}, {}, {}]
+        s = sums[c[0]] = [0, 0, 0, [], [], [], [], []]
     s[0] += 1
-    s[1] += c[1]
+    if c[1]:
+        s[1] += 1
+        return
     s[2] += c[2]
     for h, b in zip(s[3:], c[3:]):
         if b is not None:
-            h[b] = h.get(b, 0) + 1
+            h.append(b)
 
 
 CONN_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "resolver", "transport", "connection", "n",
@@ -447,10 +453,12 @@ _CONN_START = struct.pack(">h", len(CONN_COLUMNS))
 def _conn_rows(sums: dict) -> list[bytes]:
     """A chunk's dns_conn_daily sums as binary COPY rows of CONN_COLUMNS (the histograms as
     array texts: ascending buckets, their counts)."""
+    from collections import Counter
+
     rows = []
     for (day, *key, mode), (n, f, pk, *hists) in sums.items():
         texts = []
-        for h in hists:
+        for h in map(Counter, hists):
             bs = sorted(h)
             texts += ("{" + ",".join(map(str, bs)) + "}", "{" + ",".join([str(h[b]) for b in bs]) + "}")
         rows.append(b"".join((_CONN_START, _F8(8, day * _DAY_US), _fields(key), _CONN_MODES[mode], _F8(8, n), _F8(8, f),
