@@ -17,13 +17,17 @@
 
 How the DNS and page-load rollups are kept: ingest COPYs each batch's new records into the
 session's temporary tables ``dnscamp_dns_in`` / ``dnscamp_pl_in`` (``dnscamp_rollup_temp()``
-makes them) and calls ``dnscamp_rollup_dns(1)`` / ``dnscamp_rollup_page_load(1)``, which add
-them and empty the tables. A dns_query row carries its shape's sha256 and its typed columns (the
-measures are computed here from the shape's columns, with v_dns_query's expressions) or, when
-it does not fit them, its body (read as v_dns_query's generic branch reads it); a page load
-carries its body (or the part of it the rollup reads). The results view's INSTEAD OF triggers
-add (or, for a deleted row, subtract: sign -1) the row the same way; the upgrade fills the
-tables from what is stored, the same way.
+makes them) and calls ``dnscamp_rollup_dns(1, summed)`` / ``dnscamp_rollup_page_load(1)``, which
+add them and empty the tables. A dns_query row carries its shape's sha256 and its typed columns
+(the measures are computed here from the shape's columns, with v_dns_query's expressions) or,
+when it does not fit them, its body (read as v_dns_query's generic branch reads it); a page load
+carries the part of its body the rollup reads. When every record of a batch is new, ingest's
+parser processes have summed its typed queries' dns_conn_daily rows already (the same
+arithmetic in Python, collectors/ingest.py ``_conn``): those sums go through ``dnscamp_conn_in``
+and ``dnscamp_rollup_conn()``, and ``dnscamp_rollup_dns(1, true)`` skips the rows they counted
+(``counted``). The results view's INSTEAD OF triggers add (or, for a deleted row, subtract:
+sign -1) the row through the same functions; the upgrade fills the tables from what is stored,
+the same way.
 
 Revision ID: 0017_dashboard_rollups
 Revises: 0016_page_load_warm
