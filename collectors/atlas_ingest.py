@@ -9,12 +9,17 @@
 - only what is not an Atlas result at all goes to the foundation's ``quarantine`` table
   (source_file, line, reason, raw).
 
-Each file is one transaction.
+Each file is one transaction. Results are written in blocks of ``BLOCK`` (parsed by sagan in
+Python, then one set-based INSERT of the raw rows and one COPY per parsed table), each block under
+one savepoint; a block Postgres refuses anything of is rolled back and written again one result at
+a time (``ingest_value``), so a refused result is stored or quarantined exactly as alone and no
+other result of its block is lost.
 """
 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +40,16 @@ class AtlasIngestStats:
     by_type: dict[str, int] = field(default_factory=lambda: {"ping": 0, "dns": 0})
     by_status: dict[str, int] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    blocks_redone: int = 0  # blocks written again result by result (not in as_json: not about the data)
+
+    def add(self, o: AtlasIngestStats) -> None:
+        self.ingested += o.ingested
+        self.duplicates += o.duplicates
+        self.quarantined += o.quarantined
+        for mine, theirs in ((self.by_type, o.by_type), (self.by_status, o.by_status)):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+        self.reasons += o.reasons
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -69,7 +84,10 @@ def iter_items(path: Path) -> Iterator[tuple[int, Any, str]]:
             for i, v in enumerate(arr, 1):
                 yield i, v, json.dumps(v)
             return
-    for n, line in enumerate(text.splitlines(), 1):
+    # "\n" only: str.splitlines() also splits on U+2028, U+2029, NEL, \x1c-\x1e, \v and \f, which a
+    # JSON string may hold (a result would break into unparseable halves)
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -110,23 +128,29 @@ def _dst_key(raw: dict, h: parse.Header) -> str:
     return str(h.dst_addr or raw.get("dst_name") or "")
 
 
-def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int, raw_text: str,
-                 campaign: str | None, stats: AtlasIngestStats) -> None:
-    """Store one decoded value (or quarantine it): never raises on what the value holds.
+@dataclass
+class _Result:
+    """One Atlas result parsed, ready to store (the same for both write paths)."""
 
-    Each value is stored under a savepoint. What Postgres refuses (a NUL or a NaN in the
-    JSON, a number beyond a column's type) is retried as the raw result alone with status
-    malformed_response; if even that is refused, the value is quarantined with the reason."""
-    try:
-        if isinstance(value, parse.NotAnAtlasResult):
-            raise value
-        if not isinstance(value, dict):  # values are decoded already: a string is no result
-            raise parse.NotAnAtlasResult(f"not a JSON object ({type(value).__name__})")
-        raw = parse.load(value)
-        h = parse.header(raw)
-    except parse.NotAnAtlasResult as exc:
-        _quarantine(cur, source_file, line, str(exc), raw_text, stats)
-        return
+    raw: dict
+    h: parse.Header
+    rows: list
+    status: str
+    error: str | None
+
+    @property
+    def key(self) -> tuple:  # uq_atlas_raw_result's columns
+        return (self.h.msm_id, self.h.prb_id, self.h.timestamp, self.h.type, _dst_key(self.raw, self.h))
+
+
+def _prepare(value: Any) -> _Result:
+    """Check and parse one decoded value; raises parse.NotAnAtlasResult for what is no result."""
+    if isinstance(value, parse.NotAnAtlasResult):
+        raise value
+    if not isinstance(value, dict):  # values are decoded already: a string is no result
+        raise parse.NotAnAtlasResult(f"not a JSON object ({type(value).__name__})")
+    raw = parse.load(value)
+    h = parse.header(raw)
     try:
         rows: list = []
         if h.type == "ping":
@@ -141,15 +165,31 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
     error = None if status == errors.OK else next((r.error for r in rows if r.error), None) or status
     if parse_error:
         status, error = errors.MalformedResponse.status, parse_error
+    return _Result(raw, h, rows, status, error)
+
+
+def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int, raw_text: str,
+                 campaign: str | None, stats: AtlasIngestStats) -> None:
+    """Store one decoded value (or quarantine it): never raises on what the value holds.
+
+    Each value is stored under a savepoint. What Postgres refuses (a NUL or a NaN in the
+    JSON, a number beyond a column's type) is retried as the raw result alone with status
+    malformed_response; if even that is refused, the value is quarantined with the reason."""
+    try:
+        res = _prepare(value)
+    except parse.NotAnAtlasResult as exc:
+        _quarantine(cur, source_file, line, str(exc), raw_text, stats)
+        return
     try:
         with cur.connection.transaction():
-            _store(cur, raw, h, rows, status, error, source_file, line, campaign, stats)
+            _store(cur, res.raw, res.h, res.rows, res.status, res.error, source_file, line, campaign, stats)
         return
     except _REFUSED as exc:
         refused = f"rejected by the store: {errors.first_line(exc)}"
     try:
         with cur.connection.transaction():
-            _store(cur, raw, h, [], errors.MalformedResponse.status, refused, source_file, line, campaign, stats)
+            _store(cur, res.raw, res.h, [], errors.MalformedResponse.status, refused, source_file, line, campaign,
+                   stats)
     except _REFUSED as exc:
         _quarantine(cur, source_file, line, f"rejected by the store: {errors.first_line(exc)}", raw_text, stats)
 
@@ -203,23 +243,156 @@ def _store(cur: psycopg.Cursor, raw: dict, h: parse.Header, rows: list, status: 
     stats.by_status[status] = stats.by_status.get(status, 0) + 1
 
 
-def ingest_files(files: Iterable[Path], url: str, *, campaign: str | None = None) -> AtlasIngestStats:
+# Results per block: large enough that a block's round trips and savepoint are noise (~5 µs a
+# result), small enough that a block redone result by result (one refused result) costs < 1 s.
+BLOCK = 2000
+
+_RAW_BLOCK_SQL = """
+INSERT INTO atlas_results_raw (campaign, msm_id, prb_id, "timestamp", type, fw, dst_key, status, error,
+                               raw, source_file, source_line)
+SELECT %s, u.* FROM unnest(%b::bigint[], %b::int[], %b::timestamptz[], %b::text[], %b::int[], %b::text[],
+                           %b::text[], %b::text[], %b::jsonb[], %b::text[], %b::int[]) AS u
+ON CONFLICT ON CONSTRAINT uq_atlas_raw_result DO NOTHING
+RETURNING id, msm_id, prb_id, "timestamp", type, dst_key
+"""
+_PING_COPY = ("COPY atlas_ping (raw_id, campaign, msm_id, prb_id, \"timestamp\", fw, af, src_addr, from_addr, "
+              "dst_addr, dst_name, sent, received, duplicates, rtts_ms, avg_ms, min_ms, max_ms, status, error) "
+              "FROM STDIN (FORMAT BINARY)")
+_DNS_COPY = ("COPY atlas_dns (raw_id, campaign, msm_id, prb_id, \"timestamp\", fw, subid, af, resolver, src_addr, "
+             "from_addr, proto, rcode, qname, qtype, answers, response_time_ms, response_size, status, error) "
+             "FROM STDIN (FORMAT BINARY)")
+# binary COPY (no text escaping in Python); the values are checked to be of these types (_copyable)
+_PING_TYPES = ["int8", "text", "int8", "int4", "timestamptz", "int4", "int4", "text", "text", "text", "text", "int4",
+               "int4", "int4", "float8[]", "float8", "float8", "float8", "text", "text"]
+_DNS_TYPES = ["int8", "text", "int8", "int4", "timestamptz", "int4", "int4", "int4", "text", "text", "text", "text",
+              "text", "text", "text", "jsonb", "float8", "int4", "text", "text"]
+
+_INT4 = range(-(2**31), 2**31)
+
+
+def _plain(v: Any, kind: type) -> bool:
+    """A value COPY writes exactly as the per-result INSERT binds it (exact Python types only:
+    sagan passes odd input through, e.g. a list where an address goes, which COPY's text
+    format would store as text where the INSERT is refused)."""
+    if v is None:
+        return True
+    if kind is int:
+        return type(v) is int and v in _INT4
+    if kind is float:
+        return type(v) is float or (type(v) is int and abs(v) < 2**53)
+    return type(v) is str
+
+
+def _copyable(r: parse.PingRow | parse.DnsRow) -> bool:
+    if isinstance(r, parse.PingRow):
+        return (all(_plain(v, int) for v in (r.fw, r.af, r.sent, r.received, r.duplicates))
+                and all(_plain(v, str) for v in (r.src_addr, r.from_addr, r.dst_addr, r.dst_name, r.status, r.error))
+                and all(_plain(v, float) for v in (r.avg, r.min, r.max))
+                and type(r.rtts) is list and all(x is None or type(x) is float for x in r.rtts))
+    return (all(_plain(v, int) for v in (r.fw, r.subid, r.af, r.response_size))
+            and all(_plain(v, str) for v in (r.resolver, r.src_addr, r.from_addr, r.proto, r.rcode, r.qname, r.qtype,
+                                             r.status, r.error))
+            and _plain(r.response_time, float) and type(r.answers) is list)
+
+
+class _Redo(Exception):
+    """The block holds a result the set-based write could store differently: redo it result by result."""
+
+
+def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], source_file: str,
+                 campaign: str | None, stats: AtlasIngestStats) -> None:
+    todo: dict[tuple, tuple[int, _Result]] = {}  # by uq_atlas_raw_result key, first of the block wins
+    for line, value, raw_text in block:
+        try:
+            res = _prepare(value)
+        except parse.NotAnAtlasResult as exc:
+            _quarantine(cur, source_file, line, str(exc), raw_text, stats)
+            continue
+        if not all(_copyable(r) for r in res.rows):
+            raise _Redo
+        if res.key in todo:
+            stats.duplicates += 1
+        else:
+            todo[res.key] = (line, res)
+    if not todo:
+        return
+    items = list(todo.values())
+    cols = list(zip(*(res.key[:4] + (res.h.fw, res.key[4], res.status, res.error, Jsonb(res.raw), source_file, line)
+                      for line, res in items)))
+    cur.execute(_RAW_BLOCK_SQL, [campaign, *map(list, cols)])
+    ids = {tuple(k): i for i, *k in cur.fetchall()}
+    stats.duplicates += len(items) - len(ids)
+    new = [(ids[res.key], res) for _, res in items if res.key in ids]
+    pings = [(i, r) for i, res in new for r in res.rows if isinstance(r, parse.PingRow)]
+    dnss = [(i, r) for i, res in new for r in res.rows if isinstance(r, parse.DnsRow)]
+    if pings:  # atlas_ping's row trigger (atlas_ping_latest, 0017) fires on COPY too
+        with cur.copy(_PING_COPY) as cp:
+            cp.set_types(_PING_TYPES)
+            for i, r in pings:
+                cp.write_row((i, campaign, r.msm_id, r.prb_id, r.timestamp, r.fw, r.af, r.src_addr, r.from_addr,
+                              r.dst_addr, r.dst_name, r.sent, r.received, r.duplicates, r.rtts, r.avg, r.min, r.max,
+                              r.status, r.error))
+    if dnss:
+        with cur.copy(_DNS_COPY) as cp:
+            cp.set_types(_DNS_TYPES)
+            for i, r in dnss:
+                cp.write_row((i, campaign, r.msm_id, r.prb_id, r.timestamp, r.fw, r.subid, r.af, r.resolver,
+                              r.src_addr, r.from_addr, r.proto, r.rcode, r.qname, r.qtype, Jsonb(r.answers),
+                              r.response_time, r.response_size, r.status, r.error))
+    for _, res in new:
+        stats.ingested += 1
+        stats.by_type[res.h.type] = stats.by_type.get(res.h.type, 0) + 1
+        stats.by_status[res.status] = stats.by_status.get(res.status, 0) + 1
+
+
+def ingest_items(cur: psycopg.Cursor, items: Iterable[tuple[int, Any, str]], *, source_file: str,
+                 campaign: str | None, stats: AtlasIngestStats, block: int = BLOCK) -> None:
+    """Store (line, value, raw text) items block by block; a block refused in any part is
+    rolled back to its savepoint and redone with ingest_value, one result at a time."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, block)):
+        part = AtlasIngestStats()
+        try:
+            with cur.connection.transaction():
+                _store_block(cur, chunk, source_file, campaign, part)
+        # any refusal of the block (bad value, or psycopg's own adaptation or COPY error): what
+        # ingest_value's _REFUSED does not cover then surfaces there, result by result, as before
+        except (psycopg.Error, _Redo):
+            stats.blocks_redone += 1
+            for line, value, raw_text in chunk:
+                ingest_value(cur, value, source_file=source_file, line=line, raw_text=raw_text,
+                             campaign=campaign, stats=stats)
+        else:
+            stats.add(part)
+
+
+def ingest_files(files: Iterable[Path], url: str, *, campaign: str | None = None,
+                 block: int = BLOCK) -> AtlasIngestStats:
+    """``block``: results per block; 0 writes every result alone (the per-result path)."""
     stats = AtlasIngestStats()
     with psycopg.connect(url) as conn:
         for f in files:
             f = Path(f)
             source = str(f.resolve())
             with conn.transaction(), conn.cursor() as cur:
-                for line, value, raw_text in iter_items(f):
-                    ingest_value(cur, value, source_file=source, line=line, raw_text=raw_text,
-                                 campaign=campaign, stats=stats)
+                _ingest(cur, iter_items(f), source, campaign, stats, block)
     return stats
 
 
-def ingest_results(results: Iterable[dict], url: str, *, source: str, campaign: str | None = None) -> AtlasIngestStats:
+def ingest_results(results: Iterable[dict], url: str, *, source: str, campaign: str | None = None,
+                   block: int = BLOCK) -> AtlasIngestStats:
     """Ingest results already in memory (fetch / stream / the testbed run)."""
     stats = AtlasIngestStats()
     with psycopg.connect(url) as conn, conn.transaction(), conn.cursor() as cur:
-        for i, r in enumerate(results, 1):
-            ingest_value(cur, r, source_file=source, line=i, raw_text=json.dumps(r), campaign=campaign, stats=stats)
+        items = ((i, r, json.dumps(r)) for i, r in enumerate(results, 1))
+        _ingest(cur, items, source, campaign, stats, block)
     return stats
+
+
+def _ingest(cur: psycopg.Cursor, items: Iterable[tuple[int, Any, str]], source: str, campaign: str | None,
+            stats: AtlasIngestStats, block: int) -> None:
+    if block > 0:
+        ingest_items(cur, items, source_file=source, campaign=campaign, stats=stats, block=block)
+        return
+    for line, value, raw_text in items:
+        ingest_value(cur, value, source_file=source, line=line, raw_text=raw_text, campaign=campaign, stats=stats)
