@@ -162,8 +162,9 @@ def _sagan(raw: dict):
     return Result.get(raw, on_error=Result.ACTION_IGNORE, on_malformation=Result.ACTION_IGNORE)
 
 
-def parse_ping(raw: dict) -> PingRow:
-    h = header(raw)
+def parse_ping(raw: dict, h: Header | None = None) -> PingRow:
+    """``h``: header(raw) when the caller has it already."""
+    h = h or header(raw)
     try:
         r: PingResult = _sagan(raw)
     except Exception as exc:  # sagan raises plain exceptions on odd input: a record, not a crash
@@ -231,9 +232,9 @@ def _dns_error(resp_raw: dict) -> tuple[str, str] | None:
     return errors.Other.status, f"Atlas DNS error: {json.dumps(e, sort_keys=True)[:200]}"
 
 
-def parse_dns(raw: dict) -> list[DnsRow]:
+def parse_dns(raw: dict, h: Header | None = None) -> list[DnsRow]:
     """One row per response (a probe asking its own resolvers gives a ``resultset``)."""
-    h = header(raw)
+    h = h or header(raw)
     try:
         r: DnsResult = _sagan(raw)
         responses = list(r.responses)

@@ -137,10 +137,7 @@ class _Result:
     rows: list
     status: str
     error: str | None
-
-    @property
-    def key(self) -> tuple:  # uq_atlas_raw_result's columns
-        return (self.h.msm_id, self.h.prb_id, self.h.timestamp, self.h.type, _dst_key(self.raw, self.h))
+    key: tuple  # uq_atlas_raw_result's columns: msm_id, prb_id, timestamp, type, dst_key
 
 
 def _prepare(value: Any) -> _Result:
@@ -154,9 +151,9 @@ def _prepare(value: Any) -> _Result:
     try:
         rows: list = []
         if h.type == "ping":
-            rows = [parse.parse_ping(raw)]
+            rows = [parse.parse_ping(raw, h)]
         elif h.type == "dns":
-            rows = parse.parse_dns(raw)
+            rows = parse.parse_dns(raw, h)
     except Exception as exc:  # noqa: BLE001 - sagan's odd-input exceptions become a status, not a crash
         rows, parse_error = [], f"could not parse the {h.type} result: {type(exc).__name__}: {exc}"
     else:
@@ -165,7 +162,7 @@ def _prepare(value: Any) -> _Result:
     error = None if status == errors.OK else next((r.error for r in rows if r.error), None) or status
     if parse_error:
         status, error = errors.MalformedResponse.status, parse_error
-    return _Result(raw, h, rows, status, error)
+    return _Result(raw, h, rows, status, error, (h.msm_id, h.prb_id, h.timestamp, h.type, _dst_key(raw, h)))
 
 
 def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int, raw_text: str,
