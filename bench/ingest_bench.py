@@ -13,6 +13,10 @@ database of the embedded cluster:
   relative to ``mixed`` (both run twice, alternately; the faster run of each counts).
 
     .venv/bin/python bench/ingest_bench.py [--records 1000000] [--mixed 230000] [--dns 200000] [--workers 2]
+    .venv/bin/python bench/ingest_bench.py --records 0 --mixed 0 --dns 200000 --before REV [--rounds 2]
+
+``--before REV``: the dns_query workload with the ingest code of commit REV (its collectors/ and
+vantage_agent/, on today's schema) and with today's, alternately, each in its own process.
 
 Prints one line per workload; the last line is JSON.
 """
@@ -26,6 +30,9 @@ import os
 import platform
 import random
 import re
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -176,6 +183,37 @@ def measure(name: str, path: Path, lines: int, workers: int, again: bool = False
     return out
 
 
+def _in_tree(tree: Path, name: str, path: Path, lines: int, workers: int) -> dict:
+    """`measure` in a new process importing collectors/ and vantage_agent/ from ``tree``."""
+    code = (f"import json, sys; from pathlib import Path; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+            f"import ingest_bench as b, collectors.ingest as i; assert i.__file__.startswith({str(tree)!r}); "
+            f"print(json.dumps(b.measure({name!r}, Path({str(path)!r}), {lines}, {workers})))")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                       capture_output=True, text=True)  # fmt: skip
+    if r.returncode:
+        raise SystemExit(f"{name} in {tree} failed: {r.stderr.strip().splitlines()[-1:]}")
+    *text, last = r.stdout.strip().splitlines()
+    print(*text, sep="\n", flush=True)
+    return json.loads(last)
+
+
+def before_after(rev: str, path: Path, lines: int, workers: int, rounds: int, scratch: Path) -> dict:
+    """The dns_query file ingested by commit ``rev``'s code and by today's, alternately."""
+    tree = scratch / "before"
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "collectors", "vantage_agent"], capture_output=True,
+                         check=True).stdout  # fmt: skip
+    with tarfile.open(fileobj=__import__("io").BytesIO(tar)) as t:
+        t.extractall(tree, filter="data")
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for i in range(rounds):
+        for k in ("before", "after") if i % 2 == 0 else ("after", "before"):
+            load = os.getloadavg()[0]
+            r = _in_tree(tree if k == "before" else ROOT, f"dns_query {k} ({rev if k == 'before' else 'now'})", path,
+                         lines, workers)  # fmt: skip
+            runs[k].append({**r, "load_avg_1min_before": round(load, 2), "load_avg_1min_after": round(os.getloadavg()[0], 2)})
+    return {"rev": rev, **runs}
+
+
 def cpu_line(r: dict) -> float:
     return r["cpu_us_per_line_python"] + r["cpu_us_per_line_postgres"]
 
@@ -186,6 +224,8 @@ def main() -> None:
     ap.add_argument("--mixed", type=int, default=230_000, help="mixed-kind fixture records")
     ap.add_argument("--dns", type=int, default=200_000, help="dns_query records (0: skip)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--before", metavar="REV", help="dns_query: also with commit REV's ingest code, alternately")
+    ap.add_argument("--rounds", type=int, default=2, help="--before: runs of each")
     args = ap.parse_args()
     load_before = round(os.getloadavg()[0], 2)
     res: dict = {}
@@ -198,7 +238,10 @@ def main() -> None:
         if args.dns:
             dns = Path(d) / "dns.jsonl"
             generate_dns(dns, args.dns)
-            res["dns_query"] = measure("dns_query", dns, args.dns, args.workers)
+            if args.before:
+                res["dns_query_before_after"] = before_after(args.before, dns, args.dns, args.workers, args.rounds, Path(d))
+            else:
+                res["dns_query"] = measure("dns_query", dns, args.dns, args.workers)
             dns.unlink()
         if not args.mixed:
             print(json.dumps(res))

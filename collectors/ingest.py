@@ -40,6 +40,7 @@ import gzip
 import hashlib
 import json
 import math
+import operator
 import os
 import re
 import signal
@@ -236,26 +237,7 @@ def sha(data: bytes) -> bytes:
 
 _F8 = struct.Struct(">iq").pack  # a binary COPY int8 field: length 8, value
 _F4 = struct.Struct(">ii").pack  # an int4 field: length 4, value
-
-
-class _Misfit(Exception):
-    pass
-
-
-def _f8(v: Any) -> bytes:
-    if v is None:
-        return _NULL
-    if v.__class__ is not int:  # a bool, a float, a string...: not an integer column's value
-        raise _Misfit
-    return _F8(8, v)  # struct.error beyond int8
-
-
-def _f4(v: Any) -> bytes:
-    if v is None:
-        return _NULL
-    if v.__class__ is not int:
-        raise _Misfit
-    return _F4(4, v)
+_LEN16, _LEN32 = _int4(16), _int4(32)  # the length of a uuid field, of a sha256 field
 
 
 def dns_split(body: dict) -> bytes | None:
@@ -263,12 +245,20 @@ def dns_split(body: dict) -> bytes | None:
     None when it does not fit the typed columns (a per-record key absent, or not an integer of
     its column's range: it is then stored whole). The other keys are its shape."""
     try:
-        fields = [*map(_f8, map(body.__getitem__, DNS_INT8)), *map(_f4, map(body.__getitem__, DNS_INT4))]
-        answers = canonical_json(body["answers"])
-    except (KeyError, _Misfit, struct.error):
+        v8, v4, answers = _DNS_INT8_OF(body), _DNS_INT4_OF(body), body["answers"]
+        # inline (no call per value): None -> NULL, an int -> its field, anything else -> None (a misfit)
+        fields = [_NULL if v is None else _F8(8, v) if v.__class__ is int else None for v in v8]
+        fields += [_NULL if v is None else _F4(4, v) if v.__class__ is int else None for v in v4]
+    except (KeyError, struct.error):  # struct.error: beyond the column's range
         return None
+    if None in fields:
+        return None
+    answers = canonical_json(answers)
     fields += (_int4(len(answers)), answers)
     return b"".join(fields)
+
+
+_DNS_INT8_OF, _DNS_INT4_OF = operator.itemgetter(*DNS_INT8), operator.itemgetter(*DNS_INT4)
 
 
 @dataclass
@@ -492,30 +482,45 @@ def _cached(key: Any, make) -> tuple[bytes, bytes]:
     return hit
 
 
+def _canonical(value: Any) -> tuple[bytes, bytes]:
+    """(sha256, canonical JSON) of a dimension value (an env block, a dns shape), cached by its
+    unsorted orjson text: that text fixes the value exactly (1, 1.0 and true, 0.0 and -0.0 differ
+    in it, unlike in Python's ==), hence its canonical JSON, and costs half the sorted dump."""
+    try:
+        key = b"~" + orjson.dumps(value)  # "~": not a canonical JSON key of `_cached`'s (a JSON text)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits: canonical_json's stdlib path, uncached
+        return _cached(None, lambda: canonical_json(value))
+    return _cached(key, lambda: canonical_json(value))
+
+
 def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,
-          digest: bytes | None, lineno: int | None, dims: "Dims") -> Item:
+          digest: bytes | None, lineno: int | None, dims: "Dims", env_sha: bytes | None = None) -> Item:
     """A record (envelope values as in `content_hash`, env and body) as an `Item`; new
     contexts, environments and shapes are added to ``dims``. Used by ingest (after
-    validation) and by migration 0012 (stored rows as they are)."""
+    validation) and by migration 0012 (stored rows as they are). ``env_sha``: sha(env_json)
+    when the caller has it."""
     started_us = envelope[10]
     ctx_values = (*envelope[1:5], *envelope[6:10])  # schema, kind, campaign, run, vantage (not unit)
     ctx, _ = _cached(ctx_values, lambda: orjson.dumps(ctx_values))  # orjson refuses lone surrogates
-    env, _ = _cached(env_json, lambda: env_json)
+    env = env_sha or _cached(env_json, lambda: env_json)[0]
     if ctx not in dims.contexts:
         dims.contexts[ctx] = ctx_values
     if env not in dims.environments:
         dims.environments[env] = env_json
     head = (rid.bytes, _int8(started_us))
-    reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
+    if digest is None or lineno is None:  # migration 0012: a row stored before content hashes / lines
+        reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
+    else:  # the fields as _fields writes them, without its loop
+        reg = b"".join((_LEN16, head[0], _LEN32, digest, _F4(4, lineno)))
     typed = envelope[2] == "dns_query" and dns_split(body)
     if typed:
-        # keyed by its canonical JSON (a cache keyed by the values would need their types:
-        # 5 == 5.0 == True and 0.0 == -0.0 in Python, not in JSON; and would cost as much)
-        shape_json = canonical_json({k: v for k, v in body.items() if k not in DNS_PER_RECORD})
-        shape = sha(shape_json)
+        shape_body = body.copy()  # dns_split found every per-record key
+        for k in DNS_PER_RECORD:
+            del shape_body[k]
+        shape, shape_json = _canonical(shape_body)
         if shape not in dims.shapes:
             dims.shapes[shape] = shape_json
-        row = _fields((*head, envelope[5], envelope[11], envelope[12])) + typed
+        row = b"".join((_LEN16, head[0], _F8(8, started_us), _fields((envelope[5], envelope[11], envelope[12])), typed))
         table = DNS
     else:
         shape = None
@@ -523,7 +528,8 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
     hourly = rollup(envelope, body, body_json, shape, typed) if envelope[2] in _ROLLED_UP else None
-    return Item(str(rid), digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11], hourly)
+    return Item(envelope[0], digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11],
+                hourly)  # fmt: skip
 
 
 _MONTHS: dict[int, int] = {}
@@ -582,13 +588,13 @@ def _record(text: bytes, lineno: int, dims: "Dims") -> Item:
     if b"\\u0000" in text and _has_nul(obj):
         raise RecordError("NUL character (\\u0000) in a string: PostgreSQL text and jsonb cannot hold it")
     v = rec.vantage
-    started = rec.started_at.astimezone(timezone.utc)
     envelope = [str(rec.id), rec.schema_, rec.kind, rec.campaign, rec.run, rec.unit, v.id, v.provider, v.region,
-                v.network_profile, (started - PG_EPOCH) // _US, rec.status, rec.error]  # fmt: skip
+                v.network_profile, (rec.started_at - PG_EPOCH) // _US, rec.status, rec.error]  # fmt: skip
     body = obj["body"]
-    env_json, body_json = canonical_json(obj.get("env", {})), canonical_json(body)
+    env_sha, env_json = _canonical(obj.get("env", {}))  # the same for every record of a run: cached
+    body_json = canonical_json(body)
     digest = content_hash(envelope, env_json, body_json)
-    return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims)
+    return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims, env_sha)
 
 
 def quarantine_text(raw: bytes) -> str:
@@ -665,7 +671,7 @@ def _parse_chunk(chunk: Chunk) -> Parsed:
     for lineno, text in enumerate(lines, chunk.first):
         if text.endswith(b"\r"):
             text = text[:-1]
-        if not text.strip(b" \t\r"):
+        if text[:1] != b"{" and not text.strip(b" \t\r"):  # (a record starts with "{": no copy of it)
             continue  # blank (JSON white space only): not a record
         try:
             item = _record(text, lineno, out.dims)
@@ -777,6 +783,10 @@ _DIM_SQL = {
 }
 
 
+def _same(col: list) -> list:
+    return col
+
+
 class Store:
     """The main process's side of one ingest run: dimension ids by sha256 and the months whose
     partitions exist, cached for the run (dimension rows are content-addressed and committed
@@ -786,6 +796,8 @@ class Store:
         self.conn = conn
         self.rollups = rollups  # False: a schema before 0013_rollups (migration 0012 moving rows)
         self.ids: dict[str, dict[bytes, int]] = {t: {} for t in _DIM_SQL}
+        self.fields: dict[str, dict[bytes, bytes]] = {t: {} for t in _DIM_SQL}  # sha256 -> the id's COPY field
+        self.probed: set[str] = set()  # files with a stored id: their batches probe first (`_store`)
         self.months: set[int] = set()
 
     def prepare(self, p: Parsed) -> None:
@@ -806,7 +818,9 @@ class Store:
             with self.conn.transaction(), self.conn.cursor() as cur:
                 cur.execute(_DIM_SQL[table], (keys, *cols))
                 cur.execute(f"SELECT sha256, id FROM {table} WHERE sha256 = ANY(%b)", (keys,))
-                self.ids[table].update((bytes(s), i) for s, i in cur.fetchall())
+                got = [(bytes(s), i) for s, i in cur.fetchall()]
+            self.ids[table].update(got)
+            self.fields[table].update((s, _F4(4, i)) for s, i in got)
         months = p.months - self.months
         for m in sorted(months):
             with self.conn.transaction():
@@ -818,21 +832,22 @@ class Store:
         """COPY records ``idx`` of ``p`` into result_ids and their kind tables; the count COPY
         reports is checked."""
         b = _F4(4, batch)
-        ctx, env, shape = self.ids["contexts"], self.ids["environments"], self.ids["dns_shapes"]
-        i4: dict[int, bytes] = {}
-
-        def f(i: int) -> bytes:
-            v = i4.get(i)
-            if v is None:
-                v = i4[i] = _F4(4, i)
-            return v
-
+        ctx = self.ids["contexts"]
+        f_ctx, f_env, f_shape = self.fields["contexts"], self.fields["environments"], self.fields["dns_shapes"]
+        if len(idx) == len(p.ids):  # every record (idx holds distinct indices): no selection
+            sel = _same
+        else:
+            sel = operator.itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
         rows: dict[int, list[bytes]] = {DNS: [], GENERIC: []}
-        for i in idx:
-            t, sh = p.tables[i], p.shapes[i]
-            head = (_ROW_START[t], f(ctx[p.ctxs[i]]), f(env[p.envs[i]]), b)
-            rows[t].append(b"".join((*head, f(shape[sh]), p.rows[i]) if sh else (*head, p.rows[i])))
-        _copy(cur, _COPY_REGISTRY, [b"".join((_REG_START, b, p.regs[i])) for i in idx])
+        dns, gen = rows[DNS], rows[GENERIC]
+        dns_head, gen_head = _ROW_START[DNS], _ROW_START[GENERIC]
+        for c, e, sh, row in zip(map(f_ctx.__getitem__, sel(p.ctxs)), map(f_env.__getitem__, sel(p.envs)),
+                                 sel(p.shapes), sel(p.rows)):  # fmt: skip
+            if sh is None:  # a generic row (a shape is a typed dns_queries row's)
+                gen.append(b"".join((gen_head, c, e, b, row)))
+            else:
+                dns.append(b"".join((dns_head, c, e, b, f_shape[sh], row)))
+        _copy(cur, _COPY_REGISTRY, list(map((_REG_START + b).__add__, sel(p.regs))))
         for table, data in rows.items():
             if data:
                 _copy(cur, _COPY[table], data)
@@ -908,9 +923,11 @@ def _copy(cur: psycopg.Cursor, sql: str, rows: list[bytes]) -> None:
         raise CountMismatch(f"COPY stored {cur.rowcount} rows of {len(rows)} sent: batch rolled back")
 
 
-def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Outcome:
+def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool, probe: bool = True) -> _Outcome:
     """One batch in one transaction: probe the batch's ids once, sort each line into new /
-    duplicate / id_conflict, COPY the new rows, quarantine, resolve fixed lines."""
+    duplicate / id_conflict, COPY the new rows, quarantine, resolve fixed lines. Without
+    ``probe`` every id is taken as new: result_ids' primary key refuses a stored one
+    (UniqueViolation, the batch rolls back and `_store` runs it again with the probe)."""
     conn = store.conn
     out = _Outcome(bad=list(p.bad))
     lines: list[bytes] | None = None
@@ -922,7 +939,7 @@ def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool) -> _Out
 
     with conn.transaction(), conn.cursor() as cur:
         known: dict[str, tuple] = {}
-        if p.ids:
+        if p.ids and probe:
             known = {r[0]: r[1:] for r in cur.execute(_PROBE, (",".join(p.ids),)).fetchall()}
         new: list[int] = []
         fine: list[int] = []  # lines stored or matching the stored record
@@ -988,12 +1005,19 @@ def _store(target: Store | psycopg.Connection, chunk: Chunk, parsed: Parsed, sta
         store = _STORES[target] = Store(target)
     store.prepare(parsed)
     row_by_row = False
+    # Batches go without the probe (which costs Postgres a few us per id, as much as the COPY),
+    # the primary key finding a stored id, until one of the file's batches meets one: then the
+    # file's batches probe (a re-run of a file is all duplicates).
+    probe = chunk.source in store.probed
     for _ in range(5):
         try:
-            out = _store_once(store, chunk, parsed, row_by_row)
+            out = _store_once(store, chunk, parsed, row_by_row, probe)
             break
         except psycopg.errors.UniqueViolation:
-            continue  # a concurrent ingest committed some of these ids meanwhile: probe again
+            # a stored id (a re-run), or a concurrent ingest committed some of these ids meanwhile: probe
+            probe = True
+            store.probed.add(chunk.source)
+            continue
         except psycopg.DataError:
             row_by_row = True
     else:

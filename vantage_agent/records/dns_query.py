@@ -96,11 +96,12 @@ class DnsQueryBody(Frozen):
 
     @model_validator(mode="after")
     def _phases(self) -> "DnsQueryBody":
-        for name in ("t_connected", "t_tls_done", "t_query_sent", "t_response"):
-            v = getattr(self, name)
-            if v is not None and (self.t_start is None or v < self.t_start):
+        t0, sent, resp = self.t_start, self.t_query_sent, self.t_response  # runs for every record at ingest
+        for name, v in (("t_connected", self.t_connected), ("t_tls_done", self.t_tls_done), ("t_query_sent", sent),
+                        ("t_response", resp)):  # fmt: skip
+            if v is not None and (t0 is None or v < t0):
                 raise ValueError(f"{name} is before t_start")
-        if self.t_response is not None and self.t_query_sent is not None and self.t_response < self.t_query_sent:
+        if resp is not None and sent is not None and resp < sent:
             raise ValueError("t_response is before t_query_sent")
         if self.connection_reused and (self.t_connected is not None or self.t_tls_done is not None):
             raise ValueError("a reused connection has no connect/handshake timestamps")
