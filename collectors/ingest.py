@@ -487,10 +487,21 @@ def _canonical(value: Any) -> tuple[bytes, bytes]:
     unsorted orjson text: that text fixes the value exactly (1, 1.0 and true, 0.0 and -0.0 differ
     in it, unlike in Python's ==), hence its canonical JSON, and costs half the sorted dump."""
     try:
-        key = b"~" + orjson.dumps(value)  # "~": not a canonical JSON key of `_cached`'s (a JSON text)
+        key = orjson.dumps(value)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: canonical_json's stdlib path, uncached
-        return _cached(None, lambda: canonical_json(value))
-    return _cached(key, lambda: canonical_json(value))
+        data = canonical_json(value)
+        return sha(data), data
+    hit = _CANONICAL.get(key)
+    if hit is None:
+        data = canonical_json(value)
+        hit = (sha(data), data)
+        if len(_CANONICAL) >= _SHA_CACHE_MAX:
+            _CANONICAL.clear()
+        _CANONICAL[key] = hit
+    return hit
+
+
+_CANONICAL: dict[bytes, tuple[bytes, bytes]] = {}  # unsorted orjson text -> (sha256, canonical JSON)
 
 
 def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,

@@ -114,7 +114,7 @@ def test_new_parser_stores_what_the_old_one_stored(tmp_path):
 
 
 def test_canonical_is_keyed_by_the_json_not_python_equality():
-    ingest._SHA_CACHE.clear()
+    ingest._CANONICAL.clear()
     values = [{"a": 1}, {"a": 1.0}, {"a": True}, {"a": 0.0}, {"a": -0.0}, {"b": 1, "a": 2}, {"a": 2, "b": 1}]
     got = [ingest._canonical(v) for v in values]
     assert [j for _, j in got] == [ingest.canonical_json(v) for v in values]
