@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -292,22 +293,36 @@ def _copyable(r: parse.PingRow | parse.DnsRow) -> bool:
             and _plain(r.response_time, float) and type(r.answers) is list)
 
 
-class _Redo(Exception):
-    """The block holds a result the set-based write could store differently: redo it result by result."""
+_REDO = "redo"  # a result the set-based write could store differently: its block goes result by result
 
 
-def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], source_file: str,
-                 campaign: str | None, stats: AtlasIngestStats) -> None:
-    todo: dict[tuple, tuple[int, _Result]] = {}  # by uq_atlas_raw_result key, first of the block wins
-    for line, value, raw_text in block:
+def _prepare_block(block: list[tuple[int, Any, str]]) -> list[_Result | str]:
+    """Per item: the parsed result, the reason it is no Atlas result (quarantine), or _REDO.
+    Pure Python (sagan), no store: what the parser processes run."""
+    out: list[_Result | str] = []
+    for _, value, _ in block:
         try:
             res = _prepare(value)
         except parse.NotAnAtlasResult as exc:
-            _quarantine(cur, source_file, line, str(exc), raw_text, stats)
+            out.append(parse.NotAnAtlasResult(str(exc)))
             continue
-        if not all(_copyable(r) for r in res.rows):
-            raise _Redo
-        if res.key in todo:
+        out.append(res if all(_copyable(r) for r in res.rows) else _REDO)
+    return out
+
+
+class _Redo(Exception):
+    pass
+
+
+def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], prepared: list, source_file: str,
+                 campaign: str | None, stats: AtlasIngestStats) -> None:
+    if _REDO in prepared:
+        raise _Redo
+    todo: dict[tuple, tuple[int, _Result]] = {}  # by uq_atlas_raw_result key, first of the block wins
+    for (line, _, raw_text), res in zip(block, prepared):
+        if isinstance(res, parse.NotAnAtlasResult):
+            _quarantine(cur, source_file, line, str(res), raw_text, stats)
+        elif res.key in todo:
             stats.duplicates += 1
         else:
             todo[res.key] = (line, res)
@@ -342,16 +357,31 @@ def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], source_
         stats.by_status[res.status] = stats.by_status.get(res.status, 0) + 1
 
 
+def _prepared(blocks: Iterator[list]) -> Iterator[tuple[list, list]]:
+    """(block, _prepare_block(block)) in order, the next block parsed by a thread while this one
+    is written (psycopg waits for Postgres without the GIL: the parse overlaps the server's work)."""
+    with ThreadPoolExecutor(1) as pool:
+        nxt = None
+        for b in blocks:
+            fut = pool.submit(_prepare_block, b)
+            if nxt is not None:
+                yield nxt[0], nxt[1].result()
+            nxt = (b, fut)
+        if nxt is not None:
+            yield nxt[0], nxt[1].result()
+
+
 def ingest_items(cur: psycopg.Cursor, items: Iterable[tuple[int, Any, str]], *, source_file: str,
                  campaign: str | None, stats: AtlasIngestStats, block: int = BLOCK) -> None:
     """Store (line, value, raw text) items block by block; a block refused in any part is
     rolled back to its savepoint and redone with ingest_value, one result at a time."""
     it = iter(items)
-    while chunk := list(itertools.islice(it, block)):
+    blocks = iter(lambda: list(itertools.islice(it, block)), [])
+    for chunk, prepared in _prepared(blocks):
         part = AtlasIngestStats()
         try:
             with cur.connection.transaction():
-                _store_block(cur, chunk, source_file, campaign, part)
+                _store_block(cur, chunk, prepared, source_file, campaign, part)
         # any refusal of the block (bad value, or psycopg's own adaptation or COPY error): what
         # ingest_value's _REFUSED does not cover then surfaces there, result by result, as before
         except (psycopg.Error, _Redo):
