@@ -296,22 +296,22 @@ def _copyable(r: parse.PingRow | parse.DnsRow) -> bool:
 _REDO = "redo"  # a result the set-based write could store differently: its block goes result by result
 
 
-def _prepare_block(block: list[tuple[int, Any, str]]) -> list[_Result | str]:
-    """Per item: the parsed result, the reason it is no Atlas result (quarantine), or _REDO.
-    Pure Python (sagan), no store: what the parser processes run."""
-    out: list[_Result | str] = []
+def _prepare_block(block: list[tuple[int, Any, str]]) -> list[_Result | parse.NotAnAtlasResult | str]:
+    """Per item: the parsed result, why it is no Atlas result (to quarantine), or _REDO.
+    Pure Python (sagan), no store: what the parse thread runs."""
+    out: list[_Result | parse.NotAnAtlasResult | str] = []
     for _, value, _ in block:
         try:
             res = _prepare(value)
         except parse.NotAnAtlasResult as exc:
-            out.append(parse.NotAnAtlasResult(str(exc)))
+            out.append(exc)
             continue
         out.append(res if all(_copyable(r) for r in res.rows) else _REDO)
     return out
 
 
 class _Redo(Exception):
-    pass
+    """The block holds a _REDO result: roll it back and write it result by result."""
 
 
 def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], prepared: list, source_file: str,
