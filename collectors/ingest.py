@@ -65,6 +65,7 @@ from vantage_agent.records import RecordError, parse_line
 
 BATCH_BYTES = 8 << 20  # ~4,000-20,000 records per transaction
 READ_BYTES = 256 << 10
+SMALL_INPUT_BYTES = 1 << 20  # files (as on disk) parsed in the ingest process itself, without workers
 MAX_LINE_BYTES = 16 << 20  # a longer line is quarantined without being held in memory
 RAW_PREFIX = 4096  # what the quarantine keeps of an over-long line
 ARTIFACTS = "artifacts"  # spool subdirectory for raw files kept beside the records
@@ -1066,11 +1067,23 @@ def _bounded_map(pool: ProcessPoolExecutor, fn, items: Iterator, window: int) ->
         yield item, fut.result()
 
 
+def _input_bytes(files: list[Path]) -> int:
+    """The files' size on disk (one that cannot be read counts as large: its chunk reader says why)."""
+    try:
+        return sum(f.stat().st_size for f in files)
+    except OSError:
+        return SMALL_INPUT_BYTES + 1
+
+
 def ingest(paths: Iterable[Path], url: str, *, workers: int | None = None) -> IngestStats:
     """Ingest every result file under ``paths`` into the database at ``url`` (libpq URL)."""
     files = result_files(paths)
     stats = IngestStats()
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    if workers is None:
+        # Parser processes pay off from a few batches on; below that their start (~140 ms, more
+        # than parsing a small run file) would dominate: a collector ingests many small objects.
+        small = _input_bytes(files) <= SMALL_INPUT_BYTES
+        workers = 1 if small else min(2, os.cpu_count() or 1)
     pool = ProcessPoolExecutor(workers, initializer=_die_with_parent, initargs=(os.getpid(),)) if workers > 1 else None
     try:
         with psycopg.connect(url) as conn:

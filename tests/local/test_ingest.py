@@ -190,3 +190,23 @@ def test_campaign_validate_cli_names_field(tmp_path):
     r = subprocess.run([str(ROOT / ".venv" / "bin" / "dnscamp"), "campaign", "validate", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"{bad}: kinds.ping.targets: List should have at least 1 item" in r.stderr
+
+
+def test_small_input_is_parsed_without_worker_processes_and_large_with(fresh_db, tmp_path, monkeypatch):
+    import collectors.ingest as ci
+
+    started = []
+
+    class Pool(ci.ProcessPoolExecutor):
+        def __init__(self, *a, **kw):
+            started.append(a)
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(ci, "ProcessPoolExecutor", Pool)
+    small = tmp_path / "small.jsonl"
+    small.write_bytes((V1 / "ping.jsonl").read_bytes())
+    assert ingest([small], fresh_db).ingested > 0 and started == []  # one run's file: no workers to start
+    big = tmp_path / "big.jsonl"
+    n = gen(big, 6_000)
+    assert big.stat().st_size > ci.SMALL_INPUT_BYTES
+    assert ingest([big], fresh_db).ingested == n and len(started) == (1 if (os.cpu_count() or 1) > 1 else 0)
