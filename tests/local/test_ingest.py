@@ -184,6 +184,24 @@ def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, mon
         assert c.execute("SELECT raw FROM quarantine").fetchone()[0] == good[1]
 
 
+def test_rollups_count_a_batch_stored_row_by_row_once(fresh_db, tmp_path, monkeypatch):
+    """A batch Postgres refuses one row of is stored again row by row: the rollups count each
+    stored dns_query record once (the first attempt's rollup rows are gone with its rollback)."""
+    import collectors.ingest as ci
+
+    good = (V1 / "dns_query.jsonl").read_text().splitlines()[:4]
+    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(good) + "\n")
+    stats = ingest([f], fresh_db, workers=1)
+    assert stats.as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
+    with psycopg.connect(fresh_db) as c:
+        stored = c.execute("SELECT count(*), count(*) FILTER (WHERE status <> 'ok') FROM v_dns_query").fetchone()
+        assert stored[0] == 3
+        assert c.execute("SELECT sum(n), sum(failures) FROM dns_hourly").fetchone() == stored
+        assert c.execute("SELECT sum(n), sum(failures) FROM dns_conn_daily").fetchone() == stored
+
+
 def test_campaign_validate_cli_names_field(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[campaign]\nname = "x"\n[[vantages]]\nid = "v"\n[kinds.ping]\ntargets = []\n')
