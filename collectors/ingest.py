@@ -316,7 +316,7 @@ def _text(v: Any) -> str | None:
 HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "bucket",
                   "counted", "shape", "body", *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
 PAGE_LOAD_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "status", "body")
-PAGE_LOAD_KEYS = ("browser", "dns_mode", "dns_transport", "http", "plt_ms")  # what page_load_daily reads of a body
+PAGE_LOAD_KEYS = ("browser", "dns_mode", "dns_transport", "http", "plt_ms", "url")  # what the page-load rollups read of a body
 _HOURLY_START = struct.pack(">h", len(HOURLY_COLUMNS))
 _PAGE_LOAD_START = struct.pack(">h", len(PAGE_LOAD_COLUMNS))
 _NO_TYPED = _NULL * (len(DNS_INT8) + len(DNS_INT4) + 1)
