@@ -235,6 +235,46 @@ atlas_ping_latest = sa.Table(
                         postgresql_nulls_not_distinct=True),
 )  # fmt: skip
 
+# --- rollups of migration 0018_health_rollups (docs/store.md "Rollups") ----------------------
+# records per context, ingest batch and UTC day: counts, first / last started_at, ingest-lag histogram
+ingest_daily = sa.Table(
+    "ingest_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("ctx_id", sa.Integer, nullable=False),
+    sa.Column("batch_id", sa.Integer, nullable=False),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("failed", sa.Integer, nullable=False),
+    sa.Column("first_started", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_started", sa.DateTime(timezone=True), nullable=False),
+    *_HIST("lag"),
+    sa.PrimaryKeyConstraint("day", "ctx_id", "batch_id", name="pk_ingest_daily"),
+)  # fmt: skip
+# records per UTC day x campaign x vantage x region x kind x planner unit
+unit_daily = sa.Table(
+    "unit_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    sa.Column("region", sa.Text),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("unit", sa.Text, nullable=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "region", "kind", "unit", name="uq_unit_daily",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+# raw Atlas results per campaign label, measurement and type (v_atlas_credits), kept by triggers
+atlas_credit_sums = sa.Table(
+    "atlas_credit_sums", Base.metadata,
+    sa.Column("campaign", sa.Text),
+    sa.Column("msm_id", sa.BigInteger, nullable=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("results", sa.BigInteger, nullable=False),
+    sa.Column("unit_credits", sa.Numeric, nullable=False),
+    sa.Column("first_result", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_result", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("campaign", "msm_id", "type", name="uq_atlas_credit_sums", postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+
 
 class ResultCount(Base):
     """Records per context and status (v_failures)."""

@@ -7,24 +7,25 @@
 -- Atlas charged them at all (false for our own server pings, role server_resolver or a
 -- negative msm_id, and for the testbed's offline probes, definition.offline): the testbed's
 -- campaigns show what the same results would cost.
+-- Since 0018_health_rollups it reads atlas_credit_sums (per campaign label, measurement and
+-- type: results, the sum of each result's credits by dnscamp_atlas_unit_credits, first and
+-- last timestamp; kept by triggers on atlas_results_raw) instead of every raw result; the
+-- measurement's role, one-off factor and charged flag are joined here, at read time.
 CREATE OR REPLACE VIEW v_atlas_credits AS
 WITH r AS (
     SELECT COALESCE(x.campaign, m.campaign) AS campaign,
            x.msm_id,
            m.role,
            x.type,
-           x."timestamp",
+           x.results,
+           x.first_result,
+           x.last_result,
            COALESCE(JSON_VALUE(m.definition, '$.is_oneoff' RETURNING boolean), true) AS oneoff,
            NOT (COALESCE(m.role, '') = 'server_resolver' OR x.msm_id < 0
                 OR COALESCE(JSON_VALUE(m.definition, '$.offline' RETURNING boolean), false)
                 OR COALESCE(JSON_VALUE(m.definition, '$.local' RETURNING boolean), false)) AS charged,
-           CASE x.type
-               WHEN 'ping' THEN COALESCE(JSON_VALUE(x.raw, '$.sent' RETURNING int), 0)::numeric
-                                * (COALESCE(JSON_VALUE(x.raw, '$.size' RETURNING int), 48) / 1500 + 1)
-               WHEN 'dns' THEN CASE WHEN upper(x.raw ->> 'proto') = 'TCP' THEN 20 ELSE 10 END
-               ELSE 0
-           END AS unit_credits
-    FROM atlas_results_raw x
+           x.unit_credits
+    FROM atlas_credit_sums x
     LEFT JOIN atlas_measurements m ON m.msm_id = x.msm_id
 )
 SELECT campaign,
@@ -32,9 +33,9 @@ SELECT campaign,
        role,
        type,
        bool_and(charged) AS charged,
-       count(*) AS results,
-       min("timestamp") AS first_result,
-       max("timestamp") AS last_result,
+       sum(results)::bigint AS results,
+       min(first_result) AS first_result,
+       max(last_result) AS last_result,
        sum(unit_credits * CASE WHEN oneoff THEN 2 ELSE 1 END)::bigint AS credits
 FROM r
 GROUP BY campaign, msm_id, role, type;
