@@ -280,6 +280,8 @@ class Item:
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
     status: str
     hourly: bytes | None  # a dns_query's or page_load's rollup row (`rollup`)
+    started: int  # started_at, µs since PG_EPOCH (ingest_daily: day, first / last, ingest lag)
+    unit: str | None  # the planner unit (unit_daily)
 
 
 # --- rollups (migration 0013_rollups, docs/store.md "Rollups") --------------------------------
@@ -541,7 +543,7 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         table = GENERIC
     hourly = rollup(envelope, body, body_json, shape, typed) if envelope[2] in _ROLLED_UP else None
     return Item(envelope[0], digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11],
-                hourly)  # fmt: skip
+                hourly, started_us, envelope[5])  # fmt: skip
 
 
 _MONTHS: dict[int, int] = {}
@@ -650,6 +652,8 @@ class Parsed:
     regs: list[bytes] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
     hourly: list[bytes | None] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # Item.started
+    units: list[str | None] = field(default_factory=list)  # Item.unit
     conn: dict[tuple, list] = field(default_factory=dict)  # dns_conn_daily sums (`_tally`)
     months: set[int] = field(default_factory=set)
     dims: Dims = field(default_factory=Dims)
@@ -671,6 +675,8 @@ class Parsed:
             h, c = h
             _tally(self.conn, c)
         self.hourly.append(h)
+        self.starts.append(it.started)
+        self.units.append(it.unit)
         self.months.add(it.month)
 
 
@@ -887,22 +893,103 @@ ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDE
     (buckets, counts) = (SELECT m.buckets, m.counts
                          FROM dnscamp_hist_sum(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
 """
-_COUNTS_UPSERT = (
-    "INSERT INTO result_counts (ctx_id, status, n) SELECT * FROM unnest(%b::int[], %b::text[], %b::bigint[]) "
-    "ORDER BY 1, 2 ON CONFLICT ON CONSTRAINT pk_result_counts DO UPDATE SET n = result_counts.n + EXCLUDED.n"
+# result_counts (records per context and status) and migration 0018's rollups of every record
+# kind (ingest_daily, unit_daily; docs/store.md "Rollups"): the batch's records summed here per
+# context and status, per context and UTC day (and unit; their ingest lags bucketed against the
+# batch's ingested_at), upserted by one statement (data-modifying CTEs: one round trip). The
+# histograms go as array texts.
+_BATCH_OF = "SELECT b.id, b.ingested_at FROM result_ids r JOIN ingest_batches b ON b.id = r.batch_id WHERE r.id = %s::uuid"
+_COUNTS_UPSERT = """
+WITH counts AS (
+    INSERT INTO result_counts AS rc (ctx_id, status, n) SELECT * FROM unnest(%b::int[], %b::text[], %b::bigint[])
+    ORDER BY 1, 2 ON CONFLICT ON CONSTRAINT pk_result_counts DO UPDATE SET n = rc.n + EXCLUDED.n
+), days AS (
+    INSERT INTO ingest_daily AS h (day, ctx_id, batch_id, n, failed, first_started, last_started, lag_buckets, lag_counts)
+    SELECT g.day, g.ctx, %b, g.n, g.f, g.lo, g.hi, g.b::smallint[], g.c::int[]
+    FROM unnest(%b::timestamptz[], %b::int[], %b::int[], %b::int[], %b::timestamptz[], %b::timestamptz[], %b::text[],
+                %b::text[]) AS g(day, ctx, n, f, lo, hi, b, c)
+    ORDER BY 1, 2
+    ON CONFLICT ON CONSTRAINT pk_ingest_daily DO UPDATE SET
+        n = h.n + EXCLUDED.n, failed = h.failed + EXCLUDED.failed,
+        first_started = least(h.first_started, EXCLUDED.first_started),
+        last_started = greatest(h.last_started, EXCLUDED.last_started),
+        (lag_buckets, lag_counts) = (SELECT * FROM dnscamp_hist_sum(h.lag_buckets, h.lag_counts,
+                                                                    EXCLUDED.lag_buckets, EXCLUDED.lag_counts))
 )
+INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
+SELECT x.day, c.campaign, c.vantage_id, c.region, c.kind, x.unit, sum(x.n)
+FROM unnest(%b::timestamptz[], %b::int[], %b::text[], %b::bigint[]) AS x(day, ctx, unit, n) JOIN contexts c ON c.id = x.ctx
+GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT ON CONSTRAINT uq_unit_daily DO UPDATE SET n = u.n + EXCLUDED.n
+"""
+
+
+def _ts(us: int) -> datetime:
+    return PG_EPOCH + timedelta(microseconds=us)
+
+
+def _lag_hist(starts: list[int], lo: int, hi: int, at: int) -> tuple[str, str]:
+    """The ingest lags (``at`` - started_at, seconds: what extract(epoch ...) gives, as float8) of a
+    group as a histogram (`_bucket16`'s buckets, array texts). When the greatest and least lag
+    share a bucket (a run's minute against a lag of minutes or more), every lag does."""
+    first, last = _bucket16((at - hi) / 1e6), _bucket16((at - lo) / 1e6)
+    if first == last:
+        return "{%d}" % first, "{%d}" % len(starts)
+    h: dict[int, int] = {}
+    for s in starts:
+        b = _bucket16((at - s) / 1e6)
+        h[b] = h.get(b, 0) + 1
+    bs = sorted(h)
+    return "{" + ",".join(map(str, bs)) + "}", "{" + ",".join([str(h[b]) for b in bs]) + "}"
+
+
+def _health_params(cur: psycopg.Cursor, p: Parsed, idx: list[int], groups: dict[tuple, list[int]]) -> list:
+    """The ingest_daily and unit_daily parameters of `_COUNTS_UPSERT` for the batch's records
+    ``idx`` grouped by (context id, UTC day): the batch (from the registry row of its first
+    record, COPYed just before) and its ingested_at, then per group its sums and per (group, unit)
+    its count."""
+    batch, at = cur.execute(_BATCH_OF, (p.ids[idx[0]],)).fetchone()
+    at_us = (at - PG_EPOCH) // _US
+    starts, statuses, units = p.starts, p.statuses, p.units
+    days: list[list] = [[] for _ in range(8)]
+    per_unit: list[list] = [[], [], [], []]
+    for (ctx, day), members in groups.items():
+        sts = [starts[i] for i in members]
+        lo, hi = min(sts), max(sts)
+        b, c = _lag_hist(sts, lo, hi, at_us)
+        d = _ts(day * _DAY_US)
+        for col, v in zip(days, (d, ctx, len(sts), len(sts) - [statuses[i] for i in members].count("ok"), _ts(lo), _ts(hi),
+                                 b, c)):  # fmt: skip
+            col.append(v)
+        un: dict[str | None, int] = {}
+        for i in members:
+            u = units[i]
+            un[u] = un.get(u, 0) + 1
+        for u, n in un.items():
+            for col, v in zip(per_unit, (d, ctx, u, n)):
+                col.append(v)
+    return [batch, *days, *per_unit]
 
 
 def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[bytes, int]) -> None:
-    """The batch's new records into the rollups (dns_hourly, result_counts, and 0017's
-    dns_hourly_status, dns_conn_daily, page_load_daily), in the batch's transaction; keys in
-    one order so that two ingests cannot deadlock."""
+    """The batch's new records into the rollups (dns_hourly, result_counts, 0017's
+    dns_hourly_status, dns_conn_daily, page_load_daily, and 0018's ingest_daily and unit_daily),
+    in the batch's transaction; keys in one order so that two ingests cannot deadlock."""
     counts: dict[tuple, int] = {}
+    groups: dict[tuple, list[int]] = {}  # (context id, UTC day) -> the records
     dns, page_loads = [], []
+    ctxs, statuses, starts, hourly = p.ctxs, p.statuses, p.starts, p.hourly
     for i in idx:
-        k = (ctx_ids[p.ctxs[i]], p.statuses[i])
+        c = ctx_ids[ctxs[i]]
+        k = (c, statuses[i])
         counts[k] = counts.get(k, 0) + 1
-        if (h := p.hourly[i]) is not None:
+        g = (c, starts[i] // _DAY_US)
+        members = groups.get(g)
+        if members is None:
+            groups[g] = [i]
+        else:
+            members.append(i)
+        if (h := hourly[i]) is not None:
             (dns if h[:2] == _HOURLY_START else page_loads).append(h)  # the field count says which
     if dns or page_loads:
         cur.execute("SELECT dnscamp_rollup_temp()")
@@ -918,7 +1005,8 @@ def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[b
     if page_loads:
         _copy(cur, f"COPY dnscamp_pl_in ({', '.join(PAGE_LOAD_COLUMNS)}) FROM STDIN (FORMAT BINARY)", page_loads)
         cur.execute("SELECT dnscamp_rollup_page_load(1)")
-    cur.execute(_COUNTS_UPSERT, [list(c) for c in zip(*((*k, n) for k, n in counts.items()))])
+    cur.execute(_COUNTS_UPSERT, [*(list(c) for c in zip(*((*k, n) for k, n in counts.items()))),
+                                 *_health_params(cur, p, idx, groups)])  # fmt: skip
 
 
 @dataclass

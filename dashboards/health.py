@@ -5,46 +5,57 @@ dashboard (dashboards.PUBLISHED), readable by the instance's anonymous viewers."
 
 from __future__ import annotations
 
-from dashboards.panels import bar_panel, new_dashboard, stat_panel, table_panel, time_series, where
+from dashboards.panels import bar_panel, hist_quantiles, new_dashboard, stat_panel, table_panel, time_series, where
 
 UID = "dnscamp-health"
 VARS = ("campaign", "region", "vantage", "atlas_campaign")
-W = where("campaign", "vantage")
-LAG = "extract(epoch FROM ingested_at - started_at)"  # seconds from measurement to the store
+# The rollups of migration 0018 (docs/store.md "Rollups"): v_ingest_daily / v_ingest_lag_hist
+# (records per context x ingest batch x UTC day) and v_unit_daily (records per UTC day x vantage
+# x kind x unit) instead of every record. A v_ingest_daily row (in practice a run's records of
+# one batch) counts whole when its first..last started_at overlaps the range (its day among
+# those the range touches, panels.DAYS: the day condition uses the primary key); a unit counts
+# when a record of it lies on a UTC day the range overlaps: from the day of its start to the
+# last day that starts before its end (a range ending at midnight does not read the next day).
+_OVERLAP = "last_started >= $__timeFrom()::timestamptz AND first_started <= $__timeTo()::timestamptz"
+W_ROWS = where("campaign", "vantage", time="day") + f"\n  AND {_OVERLAP}"
+W_UNITS = where("campaign", "vantage", time="day") + "\n  AND day < $__timeTo()::timestamptz"
 
 
 def dashboard():
+    lag_p50 = hist_quantiles(f"SELECT vantage_id, region, bucket, sum(n) AS n FROM v_ingest_lag_hist\n{W_ROWS}\nGROUP BY 1, 2, 3",
+                             "vantage_id, region", {"lag_p50_s": 0.5})
     per_vantage = f"""
-SELECT vantage_id, coalesce(region, 'none') AS region,
-       count(DISTINCT run) AS runs,
-       count(DISTINCT unit) AS units,
-       count(*) AS records,
-       count(*) FILTER (WHERE status <> 'ok') AS failed,
-       min(started_at) AS first_measured,
-       max(started_at) AS last_measured,
-       max(ingested_at) AS last_ingested,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY {LAG}) AS lag_p50_s,
-       max({LAG}) AS lag_max_s
-FROM v_results
-{W}
-GROUP BY 1, 2
+SELECT v.vantage_id, coalesce(v.region, 'none') AS region, v.runs, coalesce(u.units, 0) AS units, v.records, v.failed,
+       v.first_measured, v.last_measured, v.last_ingested, l.lag_p50_s, v.lag_max_s
+FROM (SELECT vantage_id, region,
+             count(DISTINCT run) AS runs,
+             sum(records) AS records,
+             sum(failed) AS failed,
+             min(first_started) AS first_measured,
+             max(last_started) AS last_measured,
+             max(ingested_at) AS last_ingested,
+             max(lag_max_s) AS lag_max_s
+      FROM v_ingest_daily
+      {W_ROWS}
+      GROUP BY 1, 2) v
+LEFT JOIN ({lag_p50}) l ON l.vantage_id = v.vantage_id AND l.region IS NOT DISTINCT FROM v.region
+LEFT JOIN (SELECT vantage_id, region, count(DISTINCT unit) AS units
+           FROM v_unit_daily
+           {W_UNITS}
+           GROUP BY 1, 2) u ON u.vantage_id = v.vantage_id AND u.region IS NOT DISTINCT FROM v.region
 ORDER BY 1, 2"""
     units_wide = f"""
 SELECT vantage_id,
        count(DISTINCT unit) FILTER (WHERE kind = 'dns_query') AS dns_units,
        count(DISTINCT unit) FILTER (WHERE kind = 'page_load') AS page_load_units,
        count(DISTINCT unit) FILTER (WHERE kind NOT IN ('dns_query', 'page_load')) AS other_units
-FROM v_results
-{W}
+FROM v_unit_daily
+{W_UNITS}
 GROUP BY 1
 ORDER BY 1"""
-    lag = f"""
-SELECT $__timeGroup(started_at, $__interval) AS time, vantage_id AS metric,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY {LAG}) AS lag_p50_s
-FROM v_results
-{W}
-GROUP BY 1, 2
-ORDER BY 1, 2"""
+    lag = hist_quantiles(f"SELECT $__timeGroup(first_started, $__interval) AS time, vantage_id AS metric, bucket, sum(n) AS n\n"
+                         f"              FROM v_ingest_lag_hist\n{W_ROWS}\nGROUP BY 1, 2, 3", "time, metric",
+                         {"lag_p50_s": 0.5}) + "\n  ORDER BY 1, 2"  # fmt: skip
     uploads = f"""
 SELECT campaign, vantage_id,
        count(*) AS objects,
@@ -84,18 +95,23 @@ ORDER BY 1, 2, 3"""
             table_panel("Per vantage: units run, last measurement, ingest lag", """
 Question: is every vantage running, and are its records arriving? Runs, planner units and records
 per vantage, failures, the first and last measurement, the last ingest, and the ingest lag (seconds
-from started_at to ingested_at: median and max).""", per_vantage, {
+from started_at to ingested_at: median and max). From the ingest rollups (a run's records of one
+ingest batch count whole when they overlap the range; units per UTC day the range touches); the
+median is read from 2 % log buckets: within 1 % of percentile_disc (nearest rank) over the records,
+a negative lag read as 0; the max is exact.""", per_vantage, {
                 "vantage_id": ("vantage", None), "region": ("region", None), "runs": ("runs", None), "units": ("units", None),
                 "records": ("records", None), "failed": ("failed", None), "first_measured": ("first measured", "dateTimeAsIso"),
                 "last_measured": ("last measured", "dateTimeAsIso"), "last_ingested": ("last ingested", "dateTimeAsIso"),
                 "lag_p50_s": ("median ingest lag", "s"), "lag_max_s": ("max ingest lag", "s")}),
             bar_panel("Units run per vantage", """
 Question: how much did each vantage run, of which kind? Distinct planner units per vantage (DNS,
-page loads, other kinds).""", units_wide, {"vantage_id": ("vantage", None), "dns_units": ("DNS", None),
+page loads, other kinds) on the UTC days the range touches (rollup v_unit_daily).""", units_wide, {"vantage_id": ("vantage", None), "dns_units": ("DNS", None),
                                              "page_load_units": ("page loads", None), "other_units": ("other", None)}, stacked=True),
             time_series("Ingest lag over time", """
 Question: is the pipeline keeping up? Median seconds from measurement to store per time bucket and
-vantage (with S3 shipping: the agent's upload plus the collector's pass).""", lag, unit="s"),
+vantage (with S3 shipping: the agent's upload plus the collector's pass). From the ingest rollups:
+a run's records of one ingest batch are in the time bucket of their first measurement; the median
+is read from 2 % log buckets: within 1 % of percentile_disc over the records.""", lag, unit="s"),
         ]),
         ("Collection and ingest", [
             table_panel("Last upload per vantage (S3 collector)", """
@@ -116,12 +132,13 @@ and the last time; lines of local files have no campaign and are always counted.
             stat_panel("Atlas credits", """
 Question: what did the Atlas campaign cost? Credits charged by RIPE Atlas for the results delivered
 (cost model of atlas/definitions.py), credits of results that were not charged (the testbed's
-probes, our own server pings: what they would cost), and the result count.""", credits_total, {
+probes, our own server pings: what they would cost), and the result count. v_atlas_credits sums
+each result's credits at ingest (atlas_credit_sums): exact.""", credits_total, {
                 "credits_spent": ("credits spent", "none"), "credits_not_charged": ("not charged", "none"),
                 "results": ("results", "none")}, w=12),
             table_panel("Atlas credits per measurement role", """
 Question: which measurements cost what? Per campaign, role and type: measurements, results,
-credits and whether Atlas charged them.""", credits, {
+credits and whether Atlas charged them (from atlas_credit_sums, kept at ingest: exact).""", credits, {
                 "campaign": ("Atlas campaign", None), "role": ("role", None), "type": ("type", None),
                 "measurements": ("measurements", None), "results": ("results", None), "credits": ("credits", "none"),
                 "charged": ("charged", None), "last_result": ("last result", "dateTimeAsIso")}, w=12),

@@ -257,7 +257,7 @@ unit_daily = sa.Table(
     sa.Column("vantage_id", sa.Text, nullable=False),
     sa.Column("region", sa.Text),
     sa.Column("kind", sa.Text, nullable=False),
-    sa.Column("unit", sa.Text, nullable=False),
+    sa.Column("unit", sa.Text),
     sa.Column("n", sa.BigInteger, nullable=False),
     sa.UniqueConstraint("day", "campaign", "vantage_id", "region", "kind", "unit", name="uq_unit_daily",
                         postgresql_nulls_not_distinct=True),

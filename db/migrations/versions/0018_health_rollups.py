@@ -8,9 +8,8 @@ docs/store.md "Rollups", docs/dashboards.md "Campaign health"), maintained by ev
   batch gives ingested_at (last ingest; the greatest lag of a row is ingested_at - its first
   started_at, exact). Read through v_ingest_daily and v_ingest_lag_hist.
 - ``unit_daily``: records per UTC day x campaign x vantage x region x kind x planner unit
-  (records without a unit are not counted): distinct units per vantage over days, where a
-  unit array per ingest_daily row would repeat a run's ~40 unit names in every row
-  (v_unit_daily).
+  (NULL: records without one): distinct units per vantage over days, where a unit array per
+  ingest_daily row would repeat a run's ~40 unit names in every row (v_unit_daily).
 - ``atlas_credit_sums``: raw Atlas results per campaign label, measurement and type: the
   count, the sum of each result's own credits (v_atlas_credits' cost model from the result:
   ping sent x (size / 1500 + 1), DNS 10 or 20 by protocol; ``dnscamp_atlas_unit_credits``),
@@ -55,7 +54,7 @@ CREATE TABLE ingest_daily (
 );
 CREATE TABLE unit_daily (
     day timestamptz NOT NULL, campaign text NOT NULL, vantage_id text NOT NULL, region text, kind text NOT NULL,
-    unit text NOT NULL, n bigint NOT NULL,
+    unit text, n bigint NOT NULL,
     CONSTRAINT uq_unit_daily UNIQUE NULLS NOT DISTINCT (day, campaign, vantage_id, region, kind, unit)
 );
 CREATE TABLE atlas_credit_sums (
@@ -125,14 +124,12 @@ BEGIN
         WHERE h.day = d AND h.ctx_id = ctx AND h.batch_id = batch
           AND (h.first_started = r.started_at OR h.last_started = r.started_at);
     END IF;
-    IF r.unit IS NOT NULL THEN
-        INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
-        VALUES (d, r.campaign, r.vantage_id, r.region, r.kind, r.unit, sign)
-        {UNIT_DAILY_CONFLICT};
-        IF sign < 0 THEN
-            DELETE FROM unit_daily WHERE day = d AND campaign = r.campaign AND vantage_id = r.vantage_id
-                AND region IS NOT DISTINCT FROM r.region AND kind = r.kind AND unit = r.unit AND n = 0;
-        END IF;
+    INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
+    VALUES (d, r.campaign, r.vantage_id, r.region, r.kind, r.unit, sign)
+    {UNIT_DAILY_CONFLICT};
+    IF sign < 0 THEN
+        DELETE FROM unit_daily WHERE day = d AND campaign = r.campaign AND vantage_id = r.vantage_id
+            AND region IS NOT DISTINCT FROM r.region AND kind = r.kind AND unit IS NOT DISTINCT FROM r.unit AND n = 0;
     END IF;
     RETURN r;
 END $$;
@@ -197,7 +194,6 @@ FROM k GROUP BY 1, 2, 3
 INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
 SELECT date_trunc('day', x.started_at, 'UTC'), c.campaign, c.vantage_id, c.region, c.kind, x.unit, count(*)
 FROM {{table}} x JOIN contexts c ON c.id = x.ctx_id
-WHERE x.unit IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6
 {UNIT_DAILY_CONFLICT};
 """
