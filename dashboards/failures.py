@@ -10,7 +10,9 @@ from dashboards.panels import bar_panel, new_dashboard, table_panel, time_series
 
 UID = "dnscamp-failures"
 VARS = ("campaign", "region", "vantage", "profile", "resolver", "transport", "browser")
-W = where(*VARS[:-1])  # DNS panels over the records (top failing names): no browser
+# top failing names: v_dns_name_daily (records per UTC day x campaign x vantage x profile x
+# resolver x transport x qname x status), whole UTC days (every day the range touches)
+NW = where("campaign", "vantage", "profile", "resolver", "transport", time="day")
 # over the rollups: v_dns_hourly (records and failures per hour) and v_dns_hourly_status (failed
 # records per hour and status, same keys); the vantage variable carries the region selection,
 # the time range applies to whole hours
@@ -63,16 +65,20 @@ FROM v_dns_hourly
 {RW}
 GROUP BY 1, 2
 ORDER BY 1, 2"""
+    # per (qname, transport, resolver) and status first, then the commonest failure status of
+    # each: the most failed records, the first in status order among equals (as mode() picks)
     top_names = f"""
-SELECT qname, transport, coalesce(resolver, 'none') AS resolver,
-       count(*) FILTER (WHERE status <> 'ok') AS failed,
-       count(*) AS n,
-       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
-       mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
-FROM v_dns_query
-{W}
+SELECT qname, transport, resolver,
+       (sum(n) FILTER (WHERE status <> 'ok'))::bigint AS failed,
+       sum(n)::bigint AS n,
+       sum(n) FILTER (WHERE status <> 'ok')::float8 / sum(n) AS failure_rate,
+       (array_agg(status ORDER BY n DESC, status) FILTER (WHERE status <> 'ok'))[1] AS commonest_status
+FROM (SELECT qname, transport, coalesce(resolver, 'none') AS resolver, status, sum(n) AS n
+      FROM v_dns_name_daily
+      {NW}
+      GROUP BY 1, 2, 3, 4) s
 GROUP BY 1, 2, 3
-HAVING count(*) FILTER (WHERE status <> 'ok') > 0
+HAVING sum(n) FILTER (WHERE status <> 'ok') > 0
 ORDER BY failed DESC, failure_rate DESC, 1, 2, 3
 LIMIT 25"""
     page = f"""
@@ -107,7 +113,8 @@ an hour) and transport, from the hourly rollup.""",
                         over_time, unit="percentunit"),
             table_panel("Top failing names", """
 Question: which names fail, over which transport and resolver, and how? The 25 (qname, transport,
-resolver) with most failed queries, with their rate and commonest failure status.""", top_names, {
+resolver) with most failed queries, with their rate and commonest failure status (the daily rollup
+of names: every UTC day the range touches).""", top_names, {
                 "qname": ("name", None), "transport": ("transport", None), "resolver": ("resolver", None),
                 "failed": ("failed", None), "n": ("queries", None), "failure_rate": ("failure rate", "percentunit"),
                 "commonest_status": ("commonest status", None)}),

@@ -1,0 +1,252 @@
+"""Rollups of migration 0019 (issue 16: the panels left over their targets at 10 M records):
+dns_name_daily (records per day x vantage and resolver x transport x qname x status, *Top
+failing names*) and page_load_url_daily (successful loads' plt_ms histograms per page, *Median
+PLT difference to Do53 per page*), as ingest maintains them, equal what the base views give
+(counts exactly, percentiles within the histograms' 1 %): after ingest in many batches, re-ingest,
+partly new batches, a batch stored row by row, rows inserted into / deleted from the ``results``
+view, `dnscamp archive restore`, the upgrade's backfill, and random batches (hypothesis); the two
+panels' SQL against the records."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dashboards
+from collectors import ingest as ingest_mod
+from collectors.ingest import ingest
+from dashboards.expand import expand, resolve
+from db import migrate
+from tests.local.test_dashboards_sql import BUILT, reader_url
+from tests.local.test_ingest import V1, _forge_timestamp
+from tests.local.test_rollups_daily import campaign, gen, scratch_db  # noqa: F401 (campaign: a fixture)
+
+pytestmark = pytest.mark.local
+PL_KEY = "day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, url"
+NAME_KEY = "day, campaign, vantage_id, network_profile, resolver, transport, qname, status"
+CHECKS = {
+    "names": (f"SELECT {NAME_KEY}, n FROM v_dns_name_daily",
+              f"SELECT date_trunc('day', started_at, 'UTC') AS day, campaign, vantage_id, network_profile, resolver, "
+              f"transport, qname, status, count(*) FROM v_dns_query GROUP BY 1, 2, 3, 4, 5, 6, 7, 8"),
+    "page_urls": (f"SELECT {PL_KEY}, n FROM page_load_url_daily",
+                  f"SELECT date_trunc('day', started_at, 'UTC') AS day, campaign, vantage_id, network_profile, browser, "
+                  f"dns_mode, dns_transport, http, url, count(*) FROM v_page_load WHERE status = 'ok' "
+                  f"GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"),
+    "page_url_hist": (f"SELECT {PL_KEY}, bucket, n FROM v_page_load_url_daily_hist",
+                      f"SELECT date_trunc('day', started_at, 'UTC') AS day, campaign, vantage_id, network_profile, "
+                      f"browser, dns_mode, dns_transport, http, url, least(dnscamp_hist_bucket(plt_ms), 32767), count(*) "
+                      f"FROM v_page_load WHERE status = 'ok' AND plt_ms IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"),
+}  # fmt: skip
+MY_PANELS = {("dnscamp-failures.json", "Top failing names"), ("dnscamp-pageloads.json", "Median PLT difference to Do53 per page")}
+# the panel as it was over the records (0017), for ranges of whole UTC days
+TOP_NAMES_EXACT = """
+SELECT qname, transport, coalesce(resolver, 'none') AS resolver,
+       count(*) FILTER (WHERE status <> 'ok') AS failed, count(*) AS n,
+       count(*) FILTER (WHERE status <> 'ok')::float8 / count(*) AS failure_rate,
+       mode() WITHIN GROUP (ORDER BY status) FILTER (WHERE status <> 'ok') AS commonest_status
+FROM v_dns_query WHERE started_at >= %s AND started_at < %s
+GROUP BY 1, 2, 3 HAVING count(*) FILTER (WHERE status <> 'ok') > 0
+ORDER BY failed DESC, failure_rate DESC, 1, 2, 3 LIMIT 25"""
+
+
+def _rows(c, sql: str) -> list[tuple]:
+    return sorted(c.execute(sql).fetchall(), key=repr)
+
+
+def check(url: str) -> dict[str, int]:
+    """Every 0019 rollup equals its base-view query, and no row or entry holds nothing."""
+    sizes = {}
+    with psycopg.connect(url) as c:
+        for name, (rollup, base) in CHECKS.items():
+            got, want = _rows(c, rollup), _rows(c, base)
+            assert got == want, f"{name}: rollup differs from the base view ({len(got)} / {len(want)} rows)"
+            sizes[name] = len(got)
+        assert c.execute("SELECT count(*) FROM dns_name_daily WHERE cardinality(keys) = 0 OR 0 = ANY(counts) "
+                         "OR cardinality(keys) <> cardinality(counts)").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM page_load_url_daily WHERE n = 0 OR 0 = ANY(counts)").fetchone()[0] == 0
+    return sizes
+
+
+def panels(url: str, time_range, selected=None) -> dict[tuple[str, str], tuple[list, list]]:
+    """{(dashboard, title): (columns, rows)} of this rollup's panels, run as the reader (as Grafana sends them)."""
+    out = {}
+    with psycopg.connect(reader_url(url)) as c:
+        for name, data in BUILT.items():
+            variables = None
+            for p in dashboards.panel_list(data):
+                if (name, p["title"]) in MY_PANELS:
+                    variables = variables or resolve(c, data, selected or {}, *time_range)
+                    cur = c.execute(expand(p["targets"][0]["rawSql"], variables, *time_range))
+                    out[(name, p["title"])] = ([d.name for d in cur.description], cur.fetchall())
+    return out
+
+
+def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
+    gen.load(campaign, fresh_db, workers=1)
+    sizes = check(fresh_db)
+    assert sizes["names"] > 300 and sizes["page_urls"] > 300 and sizes["page_url_hist"] > 500
+    with psycopg.connect(fresh_db) as c:  # a row holds many keys, with failures among them
+        assert c.execute("SELECT max(cardinality(keys)) FROM dns_name_daily").fetchone()[0] > 20
+        assert c.execute("SELECT count(DISTINCT status) FROM dns_name_keys").fetchone()[0] > 5
+
+    stats = ingest([campaign / "records"], fresh_db, workers=1)  # re-ingest: duplicates add nothing
+    assert stats.ingested == 0 and stats.duplicates > 5000
+    assert check(fresh_db) == sizes
+
+    # batches of stored and new records (the parsers' sums then go unused)
+    old = (campaign / "records" / "dns-dense.jsonl").read_bytes().splitlines(keepends=True)
+    new = [gen.orjson.dumps(r) + b"\n" for r in gen.dns_queries(
+        1500, np.random.default_rng(8), "daily", gen.END, vantages=gen.VANTAGES[:3], resolvers=gen.RESOLVERS[:2], days=2)]
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "m.jsonl").write_bytes(b"".join(x for pair in zip(old, new) for x in pair))
+    assert ingest([tmp_path / "mixed"], fresh_db, workers=1).ingested == 1500
+    sizes = check(fresh_db)
+
+    # the results view's triggers: copies counted (the generic branch: qname from the body), deleted rows uncounted
+    with psycopg.connect(fresh_db) as c:
+        ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "
+                                       "AND campaign = 'daily' ORDER BY id LIMIT 400")]  # fmt: skip
+        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
+                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
+                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
+                  "body FROM results WHERE id = ANY(%s)", (ids[:150],))  # fmt: skip
+        c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[150:],))
+        c.execute("DELETE FROM results WHERE campaign = 'copied'")  # every record of a key: its rows go
+        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
+                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
+                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
+                  "body FROM results WHERE id = ANY(%s)", (ids[:100],))  # fmt: skip
+    after = check(fresh_db)
+    assert after != sizes
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(*) FROM v_dns_name_daily WHERE campaign = 'copied'").fetchone()[0] > 10
+        assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] > 20
+
+
+def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, monkeypatch):
+    """Postgres refuses one row of a batch: the batch is stored again row by row; the names
+    rollup counts each stored record once (the first attempt's rows are gone with its rollback)."""
+    import collectors.ingest as ci
+
+    good = (V1 / "dns_query.jsonl").read_text().splitlines()[:4]
+    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(good) + "\n")
+    assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
+    assert check(fresh_db)["names"] >= 1
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT sum(n) FROM v_dns_name_daily").fetchone()[0] == 3
+
+
+def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):  # noqa: F811
+    from dnscamp.opendata import archive
+
+    gen.load(campaign, fresh_db, workers=1)
+    with psycopg.connect(fresh_db) as c:
+        archive.write(c, "daily", str(tmp_path / "arch"))
+    with scratch_db() as url:
+        archive.restore(str(tmp_path / "arch"), url, workers=1)
+        archive.restore(str(tmp_path / "arch"), url, workers=1)
+        sizes = check(url)
+        assert sizes["names"] > 300 and sizes["page_urls"] > 300
+        q = "SELECT status, sum(n) FROM v_dns_name_daily WHERE campaign = 'daily' GROUP BY 1 ORDER BY 1"
+        with psycopg.connect(url) as a, psycopg.connect(fresh_db) as b:
+            assert a.execute(q).fetchall() == b.execute(q).fetchall()
+
+
+def test_the_upgrade_fills_the_rollups_from_what_is_stored(fresh_db, campaign):  # noqa: F811
+    """Down to 0018 (the tables go), records stored then (0017's functions), up again: the
+    backfill gives what ingest would have."""
+    sa_url = fresh_db.replace("postgresql://", "postgresql+psycopg://", 1)
+    migrate.downgrade(sa_url, "0018_health_rollups")
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT to_regclass('dns_name_daily')").fetchone()[0] is None
+    gen.load(campaign, fresh_db, workers=1)
+    with psycopg.connect(fresh_db) as c:  # a record stored whole (the generic branch) too
+        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
+                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
+                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
+                  "body FROM results WHERE kind IN ('dns_query', 'page_load') ORDER BY id LIMIT 60")  # fmt: skip
+    migrate.upgrade(sa_url)
+    sizes = check(fresh_db)
+    assert sizes["names"] > 300 and sizes["page_urls"] > 300
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(*) FROM v_dns_name_daily WHERE campaign = 'copied'").fetchone()[0] > 0
+
+
+def _day_range(c) -> tuple[datetime, datetime]:
+    lo, hi = c.execute("SELECT min(started_at), max(started_at) FROM v_results").fetchone()
+    lo = lo.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    return lo, hi.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+
+
+def test_the_panels_give_what_the_records_say(fresh_db, campaign):  # noqa: F811
+    """Top failing names: the same rows as 0017's query over the records for whole UTC days;
+    the per-page differences to Do53: each median within 1 % of percentile_disc of the loads."""
+    gen.load(campaign, fresh_db, workers=1)
+    with psycopg.connect(fresh_db) as c:
+        lo, hi = _day_range(c)
+        last = c.execute("SELECT date_trunc('day', max(started_at), 'UTC') FROM v_dns_query WHERE status <> 'ok'").fetchone()[0]
+        exact = {d: c.execute(TOP_NAMES_EXACT, d).fetchall() for d in ((lo, hi), (last, last + timedelta(days=1)))}
+        loads = c.execute("SELECT url, browser, network_profile, http, dns_transport, plt_ms FROM v_page_load "
+                          "WHERE status = 'ok' AND plt_ms IS NOT NULL").fetchall()
+    # a range ending at midnight touches the next day: end it a second before
+    r = panels(fresh_db, (lo, hi - timedelta(seconds=1)))
+    cols, rows = r[("dnscamp-failures.json", "Top failing names")]
+    assert rows == exact[(lo, hi)] and len(rows) == 25 and cols[-1] == "commonest_status"
+    # a few hours: their whole UTC day
+    day = panels(fresh_db, (last + timedelta(hours=20), last + timedelta(hours=23)))[("dnscamp-failures.json", "Top failing names")]
+    assert day[1] == exact[(last, last + timedelta(days=1))] and day[1]
+
+    groups = defaultdict(list)
+    for *key, plt in loads:
+        groups[tuple(key)].append(plt)
+    p50 = {k: sorted(v)[max(math.ceil(0.5 * len(v)), 1) - 1] for k, v in groups.items()}
+    cols, rows = r[("dnscamp-pageloads.json", "Median PLT difference to Do53 per page")]
+    assert len(rows) > 20
+    checked = 0
+    for row in rows:
+        url, browser, profile, http = row[0].split(" · ")
+        do53 = p50[(url, browser, None if profile == "none" else profile, http, "do53")]
+        for col, got in zip(cols[1:], row[1:]):
+            key = (url, browser, None if profile == "none" else profile, http, col.removesuffix("_diff_ms"))
+            if key in p50:
+                assert abs(got - (p50[key] - do53)) <= 0.01 * (p50[key] + do53), (key, got, p50[key] - do53)
+                checked += 1
+            else:
+                assert got is None
+    assert checked > 50
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(1, 60),
+    seed=st.integers(0, 2**31),
+    batch=st.sampled_from([4 << 10, 32 << 10, 8 << 20]),
+    split=st.integers(1, 3),
+)
+def test_any_records_in_any_batches_roll_up_as_the_base_views_say(db_url, tmp_path_factory, n, seed, batch, split):
+    """Generated queries (every status of the generator) and page loads, in one to three files
+    cut into batches of any size, into a new database each time."""
+    d = tmp_path_factory.mktemp("hypn")
+    rng = np.random.default_rng(seed)
+    for kind, fn, k in (("dns", gen.dns_queries, n * 5), ("pl", gen.page_loads, n)):
+        recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
+        for i in range(split):
+            (d / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
+    old = ingest_mod.BATCH_BYTES
+    with scratch_db() as url:
+        try:
+            ingest_mod.BATCH_BYTES = batch
+            assert ingest([d], url, workers=1).ingested == n * 6
+        finally:
+            ingest_mod.BATCH_BYTES = old
+        check(url)
