@@ -916,11 +916,14 @@ WITH counts AS (
         (lag_buckets, lag_counts) = (SELECT * FROM dnscamp_hist_sum(h.lag_buckets, h.lag_counts,
                                                                     EXCLUDED.lag_buckets, EXCLUDED.lag_counts))
 )
-INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
-SELECT x.day, c.campaign, c.vantage_id, c.region, c.kind, x.unit, sum(x.n)
-FROM unnest(%b::timestamptz[], %b::int[], %b::text[], %b::bigint[]) AS x(day, ctx, unit, n) JOIN contexts c ON c.id = x.ctx
-GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
-ON CONFLICT ON CONSTRAINT uq_unit_daily DO UPDATE SET n = u.n + EXCLUDED.n
+INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, units, unit_counts)
+SELECT day, campaign, vantage_id, region, kind, array_agg(unit ORDER BY unit COLLATE "C"), array_agg(n ORDER BY unit COLLATE "C")
+FROM (SELECT x.day, c.campaign, c.vantage_id, c.region, c.kind, x.unit, sum(x.n)::int AS n
+      FROM unnest(%b::timestamptz[], %b::int[], %b::text[], %b::bigint[]) AS x(day, ctx, unit, n) JOIN contexts c ON c.id = x.ctx
+      GROUP BY 1, 2, 3, 4, 5, 6) AS k
+GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+ON CONFLICT ON CONSTRAINT uq_unit_daily DO UPDATE SET
+    (units, unit_counts) = (SELECT * FROM dnscamp_units_sum(u.units, u.unit_counts, EXCLUDED.units, EXCLUDED.unit_counts))
 """
 
 

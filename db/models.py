@@ -249,7 +249,7 @@ ingest_daily = sa.Table(
     *_HIST("lag"),
     sa.PrimaryKeyConstraint("day", "ctx_id", "batch_id", name="pk_ingest_daily"),
 )  # fmt: skip
-# records per UTC day x campaign x vantage x region x kind x planner unit
+# per UTC day x campaign x vantage x region x kind: the planner units run and their records
 unit_daily = sa.Table(
     "unit_daily", Base.metadata,
     sa.Column("day", sa.DateTime(timezone=True), nullable=False),
@@ -257,9 +257,9 @@ unit_daily = sa.Table(
     sa.Column("vantage_id", sa.Text, nullable=False),
     sa.Column("region", sa.Text),
     sa.Column("kind", sa.Text, nullable=False),
-    sa.Column("unit", sa.Text),
-    sa.Column("n", sa.BigInteger, nullable=False),
-    sa.UniqueConstraint("day", "campaign", "vantage_id", "region", "kind", "unit", name="uq_unit_daily",
+    sa.Column("units", ARRAY(sa.Text), nullable=False),
+    sa.Column("unit_counts", ARRAY(sa.Integer), nullable=False),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "region", "kind", name="uq_unit_daily",
                         postgresql_nulls_not_distinct=True),
 )  # fmt: skip
 # raw Atlas results per campaign label, measurement and type (v_atlas_credits), kept by triggers

@@ -69,7 +69,7 @@ def check(url: str) -> dict[str, int]:
             sizes[name] = len(got)
         assert c.execute("SELECT count(*) FROM ingest_daily WHERE n <= 0 OR cardinality(lag_counts) = 0 "
                          "OR 0 >= ANY(lag_counts)").fetchone()[0] == 0
-        assert c.execute("SELECT count(*) FROM unit_daily WHERE n <= 0").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM unit_daily WHERE cardinality(units) = 0 OR 0 >= ANY(unit_counts)").fetchone()[0] == 0
         c.execute(old)
         got, want = _rows(c, "SELECT * FROM v_atlas_credits"), _rows(c, "SELECT * FROM old_credits")
         assert got == want, f"credits: {len(got)} / {len(want)} rows"

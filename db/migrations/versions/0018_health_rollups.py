@@ -7,9 +7,12 @@ docs/store.md "Rollups", docs/dashboards.md "Campaign health"), maintained by ev
   (the batch's ingested_at - started_at; a negative lag counts in bucket 0, read as 0). The
   batch gives ingested_at (last ingest; the greatest lag of a row is ingested_at - its first
   started_at, exact). Read through v_ingest_daily and v_ingest_lag_hist.
-- ``unit_daily``: records per UTC day x campaign x vantage x region x kind x planner unit
-  (NULL: records without one): distinct units per vantage over days, where a unit array per
-  ingest_daily row would repeat a run's ~40 unit names in every row (v_unit_daily).
+- ``unit_daily``: per UTC day x campaign x vantage x region x kind, the planner units run
+  (``units``, ascending in the C collation, NULL for records without one) and their records
+  (``unit_counts``): distinct units per vantage over days (v_unit_daily: one row per unit).
+  One array row per vantage and day: a row per unit was ~190 bytes of heap and as much of
+  unique index (six text columns), 31 bytes per dns_query record at 1 M; a unit array per
+  ingest_daily row would repeat a run's ~40 unit names in every row.
 - ``atlas_credit_sums``: raw Atlas results per campaign label, measurement and type: the
   count, the sum of each result's own credits (v_atlas_credits' cost model from the result:
   ping sent x (size / 1500 + 1), DNS 10 or 20 by protocol; ``dnscamp_atlas_unit_credits``),
@@ -54,8 +57,8 @@ CREATE TABLE ingest_daily (
 );
 CREATE TABLE unit_daily (
     day timestamptz NOT NULL, campaign text NOT NULL, vantage_id text NOT NULL, region text, kind text NOT NULL,
-    unit text, n bigint NOT NULL,
-    CONSTRAINT uq_unit_daily UNIQUE NULLS NOT DISTINCT (day, campaign, vantage_id, region, kind, unit)
+    units text[] NOT NULL, unit_counts int[] NOT NULL,
+    CONSTRAINT uq_unit_daily UNIQUE NULLS NOT DISTINCT (day, campaign, vantage_id, region, kind)
 );
 CREATE TABLE atlas_credit_sums (
     campaign text, msm_id bigint NOT NULL, type text NOT NULL,
@@ -72,10 +75,19 @@ INGEST_DAILY_CONFLICT = """ON CONFLICT ON CONSTRAINT pk_ingest_daily DO UPDATE S
     last_started = greatest(h.last_started, EXCLUDED.last_started),
     (lag_buckets, lag_counts) = (SELECT * FROM dnscamp_hist_sum(h.lag_buckets, h.lag_counts,
                                                                 EXCLUDED.lag_buckets, EXCLUDED.lag_counts))"""
-UNIT_DAILY_CONFLICT = "ON CONFLICT ON CONSTRAINT uq_unit_daily DO UPDATE SET n = u.n + EXCLUDED.n"
+UNIT_DAILY_CONFLICT = """ON CONFLICT ON CONSTRAINT uq_unit_daily DO UPDATE SET
+    (units, unit_counts) = (SELECT * FROM dnscamp_units_sum(u.units, u.unit_counts, EXCLUDED.units, EXCLUDED.unit_counts))"""
 
-# v_atlas_credits' cost model of one raw result (0011's expression, unchanged).
+# v_atlas_credits' cost model of one raw result (0011's expression, unchanged); two unit lists
+# with their counts merged (as dnscamp_hist_sum merges histograms: inlined into the upserts).
 FUNCTIONS_SQL = """
+CREATE FUNCTION dnscamp_units_sum(u1 text[], c1 int[], u2 text[], c2 int[])
+RETURNS TABLE (units text[], counts int[]) LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT COALESCE(array_agg(u ORDER BY u COLLATE "C"), '{}'), COALESCE(array_agg(c ORDER BY u COLLATE "C"), '{}')
+    FROM (SELECT u, sum(c)::int AS c
+          FROM (SELECT * FROM unnest(u1, c1) UNION ALL SELECT * FROM unnest(u2, c2)) AS x(u, c)
+          GROUP BY u HAVING sum(c) <> 0) AS s
+$$;
 CREATE FUNCTION dnscamp_atlas_unit_credits(type text, raw jsonb) RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE type
@@ -124,12 +136,12 @@ BEGIN
         WHERE h.day = d AND h.ctx_id = ctx AND h.batch_id = batch
           AND (h.first_started = r.started_at OR h.last_started = r.started_at);
     END IF;
-    INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
-    VALUES (d, r.campaign, r.vantage_id, r.region, r.kind, r.unit, sign)
+    INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, units, unit_counts)
+    VALUES (d, r.campaign, r.vantage_id, r.region, r.kind, ARRAY[r.unit], ARRAY[sign])
     {UNIT_DAILY_CONFLICT};
     IF sign < 0 THEN
         DELETE FROM unit_daily WHERE day = d AND campaign = r.campaign AND vantage_id = r.vantage_id
-            AND region IS NOT DISTINCT FROM r.region AND kind = r.kind AND unit IS NOT DISTINCT FROM r.unit AND n = 0;
+            AND region IS NOT DISTINCT FROM r.region AND kind = r.kind AND cardinality(units) = 0;
     END IF;
     RETURN r;
 END $$;
@@ -191,10 +203,12 @@ INSERT INTO ingest_daily AS h (day, ctx_id, batch_id, n, failed, first_started, 
 SELECT day, ctx_id, batch_id, sum(n), sum(f), min(lo), max(hi), array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket)
 FROM k GROUP BY 1, 2, 3
 {INGEST_DAILY_CONFLICT};
-INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, unit, n)
-SELECT date_trunc('day', x.started_at, 'UTC'), c.campaign, c.vantage_id, c.region, c.kind, x.unit, count(*)
-FROM {{table}} x JOIN contexts c ON c.id = x.ctx_id
-GROUP BY 1, 2, 3, 4, 5, 6
+INSERT INTO unit_daily AS u (day, campaign, vantage_id, region, kind, units, unit_counts)
+SELECT day, campaign, vantage_id, region, kind, array_agg(unit ORDER BY unit COLLATE "C"), array_agg(n ORDER BY unit COLLATE "C")
+FROM (SELECT date_trunc('day', x.started_at, 'UTC') AS day, c.campaign, c.vantage_id, c.region, c.kind, x.unit, count(*)::int AS n
+      FROM {{table}} x JOIN contexts c ON c.id = x.ctx_id
+      GROUP BY 1, 2, 3, 4, 5, 6) k
+GROUP BY 1, 2, 3, 4, 5
 {UNIT_DAILY_CONFLICT};
 """
 BACKFILL_ATLAS_SQL = """
@@ -235,5 +249,5 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER results_tally_health_insert ON results")
     op.execute("DROP TRIGGER results_count_health_delete ON results")
     op.execute("DROP FUNCTION dnscamp_atlas_credit_sums(), dnscamp_results_health(), "
-               "dnscamp_atlas_unit_credits(text, jsonb)")  # fmt: skip
+               "dnscamp_atlas_unit_credits(text, jsonb), dnscamp_units_sum(text[], int[], text[], int[])")  # fmt: skip
     op.execute(f"DROP TABLE {', '.join(TABLES)}")
