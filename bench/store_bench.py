@@ -42,7 +42,10 @@ CAMPAIGN = "bench"  # the dns_query records' campaign (bench/archive_bench.py's 
 TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_batches": None,
           "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly": "dns_query",
           "result_counts": None, "generic_results": "generic", "dns_hourly_status": "dns_query",
-          "dns_conn_daily": "dns_query", "page_load_daily": "page_load"}  # fmt: skip
+          "dns_conn_daily": "dns_query", "page_load_daily": "page_load",
+          # 0018_health_rollups (ingest_daily and unit_daily hold every kind's rows) and 0019_name_page_rollups
+          "ingest_daily": None, "unit_daily": None, "atlas_credit_sums": "atlas",
+          "dns_name_keys": "dns_query", "dns_name_daily": "dns_query", "page_load_url_daily": "page_load"}  # fmt: skip
 
 # (name, SQL with {lo} = window start): the issue's and the dashboards' typical questions.
 QUERIES = {
@@ -102,6 +105,29 @@ def sizes(conn: psycopg.Connection) -> dict[str, int]:
     return out
 
 
+def breakdown(conn: psycopg.Connection) -> dict[str, dict]:
+    """Per table (partitions summed): heap, TOAST and index bytes, live and dead tuples, updates
+    and how many of them were HOT (pg_stat_user_tables, cumulative since the table was made),
+    autovacuum runs, and the live rows' average size (pg_column_size of the row: what the heap
+    holds without the tuple header's alignment, the line pointer and free space)."""
+    out = {}
+    for t in TABLES:
+        if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is None:
+            continue
+        r = conn.execute(
+            "SELECT sum(pg_relation_size(c.oid)), sum(COALESCE(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0)), "
+            "sum(pg_indexes_size(c.oid)), sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.n_tup_upd), sum(s.n_tup_hot_upd), "
+            "sum(s.autovacuum_count) "
+            "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = ANY(ARRAY("
+            "SELECT relid FROM pg_partition_tree(%s::regclass) WHERE isleaf) || %s::regclass::oid) AND c.relkind = 'r'",
+            (t, t)
+        ).fetchone()  # fmt: skip
+        avg = conn.execute(f"SELECT avg(pg_column_size(t.*)) FROM {t} t").fetchone()[0]
+        out[t] = dict(zip(("heap", "toast", "index", "live", "dead", "upd", "hot_upd", "autovacuums"),
+                          (int(v or 0) for v in r)), avg_row=round(float(avg or 0), 1))  # fmt: skip
+    return out
+
+
 def per_kind(conn: psycopg.Connection, size: dict[str, int]) -> dict[str, dict]:
     counts = dict(conn.execute("SELECT kind, count(*) FROM v_results GROUP BY 1").fetchall())
     total = sum(counts.values())
@@ -157,6 +183,8 @@ def main() -> None:
     ap.add_argument("--page-loads", type=int, default=100_000)
     ap.add_argument("--atlas", type=int, default=0, help="RIPE Atlas results (collectors.atlas_ingest)")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--ddl", type=Path, help="SQL run on the migrated scratch database before ingest (experiments)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch database (its name is printed)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--archive", action="store_true",
                     help="then bench/archive_bench.py's side by side on the same store: the dns_query campaign "
@@ -170,6 +198,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="dnscamp-store-bench-"))
     try:
         migrate.upgrade(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        if args.ddl:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(args.ddl.read_text())
         # dns_query records in their own campaign (what archive_bench's queries name), page
         # loads and Atlas results in another: the archive side by side reads the first only
         t = time.perf_counter()
@@ -214,12 +245,17 @@ def main() -> None:
             res["table_bytes"] = size
             res["rows"] = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in size}
             res["per_kind"] = per_kind(conn, size)
+            res["breakdown"] = breakdown(conn)
             for t, b in size.items():
-                print(f"{t}: {res['rows'][t]} rows, {b / 2**20:.1f} MiB", flush=True)
+                d = res["breakdown"][t]
+                print(f"{t}: {res['rows'][t]} rows, {b / 2**20:.1f} MiB (heap {d['heap'] / 2**20:.1f}, TOAST "
+                      f"{d['toast'] / 2**20:.1f}, indexes {d['index'] / 2**20:.1f}; {b / max(args.dns, 1):.1f} B per "
+                      f"dns_query record; live row {d['avg_row']} B; {d['dead']} dead; {d['upd']} updates, "
+                      f"{d['hot_upd']} HOT; {d['autovacuums']} autovacuums)", flush=True)  # fmt: skip
             for k, v in res["per_kind"].items():
                 print(f"{k}: {v['records']} records, {v['bytes_per_record']} bytes per record", flush=True)
             la = round(os.getloadavg()[0], 2)
-            res["queries"] = time_queries(conn, args.repeat, meta["end"])
+            res["queries"] = time_queries(conn, args.repeat, meta["end"]) if args.repeat else {}
             res["queries_load_avg_1min"] = [la, round(os.getloadavg()[0], 2)]
         if args.archive:
             import archive_bench
@@ -242,7 +278,10 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            if args.keep:
+                print(f"kept database {dbname}", flush=True)
+            else:
+                c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
             c.execute("CHECKPOINT")
     res["load_avg_1min"] = [load_before, round(os.getloadavg()[0], 2)]
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, kernel {platform.release()}"
