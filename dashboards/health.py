@@ -39,9 +39,9 @@ FROM (SELECT vantage_id, region,
       {W_ROWS}
       GROUP BY 1, 2) v
 LEFT JOIN ({lag_p50}) l ON l.vantage_id = v.vantage_id AND l.region IS NOT DISTINCT FROM v.region
-LEFT JOIN (SELECT vantage_id, region, count(DISTINCT unit) AS units
-           FROM v_unit_daily
-           {W_UNITS}
+LEFT JOIN (SELECT vantage_id, region, count(unit) AS units
+           FROM (SELECT DISTINCT vantage_id, region, unit FROM v_unit_daily
+                 {W_UNITS}) d
            GROUP BY 1, 2) u ON u.vantage_id = v.vantage_id AND u.region IS NOT DISTINCT FROM v.region
 ORDER BY 1, 2"""
     units_wide = f"""
@@ -49,8 +49,8 @@ SELECT vantage_id,
        count(DISTINCT unit) FILTER (WHERE kind = 'dns_query') AS dns_units,
        count(DISTINCT unit) FILTER (WHERE kind = 'page_load') AS page_load_units,
        count(DISTINCT unit) FILTER (WHERE kind NOT IN ('dns_query', 'page_load')) AS other_units
-FROM v_unit_daily
-{W_UNITS}
+FROM (SELECT DISTINCT vantage_id, kind, unit FROM v_unit_daily
+      {W_UNITS}) d
 GROUP BY 1
 ORDER BY 1"""
     lag = hist_quantiles(f"SELECT $__timeGroup(first_started, $__interval) AS time, vantage_id AS metric, bucket, sum(n) AS n\n"
