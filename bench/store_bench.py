@@ -4,7 +4,7 @@ bench/gen_campaign.py (20 vantages x 4 profiles, 8 resolvers, 5 transports, 30 d
 stored by the normal ingest path into a fresh scratch database of the embedded cluster.
 
     .venv/bin/python bench/store_bench.py [--dns 1000000] [--page-loads 100000] [--atlas 0] [--repeat 7]
-                                          [--workers 2] [--archive]
+                                          [--workers 2] [--archive] [--keep] [--ddl FILE]
 
 The dns_query records are one campaign (``bench``), page loads and Atlas results another
 (``bench-other``). --archive: then bench/archive_bench.py's side by side (`side_by_side`) on
@@ -13,7 +13,11 @@ and on DuckDB (one run for both benches).
 
 Bytes: pg_total_relation_size (heap, TOAST and every index) of each table, partitions
 included, after VACUUM ANALYZE; a record's share of the tables every kind uses (result_ids,
-contexts, environments, ingest_batches) is by record count. Queries: each run --repeat times
+contexts, environments, ingest_batches, result_counts, ingest_daily, unit_daily) is by record
+count. Per table it also prints the heap / TOAST / index split, live and dead rows, updates and
+HOT updates, and autovacuum runs (where a rollup's bytes go: docs/store.md "Footprint").
+--repeat 0: no queries. --keep: the scratch database is kept (its name is printed) to look at
+after; --ddl FILE: SQL run on it after the migrations, before ingest (storage experiments). Queries: each run --repeat times
 after one warm-up run; p50 and p95 of the runs (with 7 runs, p95 is the slowest). Prints one
 line per figure; the last line is JSON.
 """
