@@ -275,6 +275,48 @@ atlas_credit_sums = sa.Table(
     sa.UniqueConstraint("campaign", "msm_id", "type", name="uq_atlas_credit_sums", postgresql_nulls_not_distinct=True),
 )  # fmt: skip
 
+# --- rollups of migration 0019_name_page_rollups (docs/store.md "Rollups") -------------------
+# DNS queries per UTC day x campaign x vantage x profile, as (name key, count) arrays
+dns_name_keys = sa.Table(
+    "dns_name_keys", Base.metadata,
+    sa.Column("id", sa.Integer, sa.Identity(always=False), primary_key=True),
+    *(sa.Column(c, sa.Text) for c in ("resolver", "transport", "qname")),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.UniqueConstraint("resolver", "transport", "qname", "status", name="uq_dns_name_keys",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+dns_name_daily = sa.Table(
+    "dns_name_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    sa.Column("network_profile", sa.Text),
+    sa.Column("keys", ARRAY(sa.Integer), nullable=False),
+    sa.Column("counts", ARRAY(sa.Integer), nullable=False),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "network_profile", name="uq_dns_name_daily",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+# successful page loads per UTC day x campaign x vantage x profile, as (page key, plt bucket, count) arrays
+page_load_url_keys = sa.Table(
+    "page_load_url_keys", Base.metadata,
+    sa.Column("id", sa.Integer, sa.Identity(always=False), primary_key=True),
+    *(sa.Column(c, sa.Text) for c in ("browser", "dns_mode", "dns_transport", "http", "url")),
+    sa.UniqueConstraint("browser", "dns_mode", "dns_transport", "http", "url", name="uq_page_load_url_keys",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+page_load_url_daily = sa.Table(
+    "page_load_url_daily", Base.metadata,
+    sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("campaign", sa.Text, nullable=False),
+    sa.Column("vantage_id", sa.Text, nullable=False),
+    sa.Column("network_profile", sa.Text),
+    sa.Column("keys", ARRAY(sa.Integer), nullable=False),
+    sa.Column("buckets", ARRAY(sa.SmallInteger), nullable=False),
+    sa.Column("counts", ARRAY(sa.Integer), nullable=False),
+    sa.UniqueConstraint("day", "campaign", "vantage_id", "network_profile", name="uq_page_load_url_daily",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+
 
 class ResultCount(Base):
     """Records per context and status (v_failures)."""
