@@ -132,7 +132,7 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "dns_mode": ("DNS mode", _distinct("dns_mode", "v_page_load_daily", f"{DAYS} AND {CAMPAIGN}"),
                  "How the browser resolved names (e.g. do53:isp, doh:isp, system)."),
     # the campaigns of the QuicSocks view (its discovery) and of the probes' metadata: both a few
-    # hundred rows, where v_atlas_credits reads every Atlas result
+    # hundred rows
     "atlas_campaign": ("Atlas campaign", "SELECT campaign FROM v_quicsocks_savings UNION SELECT campaign FROM v_atlas_probes "
                        "ORDER BY 1", "RIPE Atlas campaigns (the testbed's are <campaign>/<run>)."),
 }
