@@ -234,6 +234,9 @@ def upgrade() -> None:
         for part in _partitions(conn, parent):
             op.execute(BACKFILL_SQL.format(table=part))
     op.execute(BACKFILL_ATLAS_SQL)
+    # statistics now: until autovacuum analyses the filled tables, the planner guesses (at 10 M
+    # records, Top failing names took 4.1 s instead of 35 ms on unanalysed tables)
+    op.execute(f"ANALYZE {', '.join(TABLES)}")
     op.execute(TRIGGERS_SQL)
     create_view(op, revision, "v_atlas_credits")  # CREATE OR REPLACE: same columns
     for v in NEW_VIEWS:

@@ -221,6 +221,9 @@ def upgrade() -> None:
     for part in _0017._partitions(conn, "generic_results"):
         op.execute(BACKFILL_GENERIC_SQL.format(table=part))
         op.execute(_BACKFILL_ROLLUP)
+    # statistics now: until autovacuum analyses the filled tables, the planner guesses (at 10 M
+    # records, Top failing names took 4.1 s instead of 35 ms on unanalysed tables)
+    op.execute(f"ANALYZE {', '.join(TABLES)}")
     for v in NEW_VIEWS + REPLACED_VIEWS:
         create_view(op, revision, v)
 
