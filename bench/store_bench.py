@@ -49,7 +49,8 @@ TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_ba
           "dns_conn_daily": "dns_query", "page_load_daily": "page_load",
           # 0018_health_rollups (ingest_daily and unit_daily hold every kind's rows) and 0019_name_page_rollups
           "ingest_daily": None, "unit_daily": None, "atlas_credit_sums": "atlas",
-          "dns_name_keys": "dns_query", "dns_name_daily": "dns_query", "page_load_url_daily": "page_load"}  # fmt: skip
+          "dns_name_keys": "dns_query", "dns_name_daily": "dns_query", "page_load_url_keys": "page_load",
+          "page_load_url_daily": "page_load"}  # fmt: skip
 
 # (name, SQL with {lo} = window start): the issue's and the dashboards' typical questions.
 QUERIES = {
