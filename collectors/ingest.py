@@ -3,7 +3,8 @@
 Contract (ARCHITECTURE.md "Ingest is idempotent and loses nothing"): every non-blank line
 ends as exactly one of
 - **ingested**: a new record, COPYed into the compact store (``result_ids`` with
-  ``content_sha256``, the sha256 of the record's canonical JSON (`content_hash`), and its
+  ``content_sha256``, the first 16 bytes of the sha256 of the record's canonical JSON
+  (`content_hash`), and its
   kind's table; see `split` and docs/store.md) in the batch's ``ingest_batches`` row;
 - **duplicate**: its id is already stored with the same content hash (a re-run);
 - **quarantined**: a row in ``quarantine`` (file, line, reason, raw text; unique on file +
@@ -218,13 +219,19 @@ def canonical_json(value: Any) -> bytes:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+HASH_BYTES = 16  # of the sha256 kept (migration 0021): 2^-128 that a changed record passes for a repeat
+
+
 def content_hash(envelope: list, env_json: bytes, body_json: bytes) -> bytes:
-    """sha256 of the record as stored: the envelope values (id, schema, kind, campaign, run,
+    """The first `HASH_BYTES` of the sha256 of the record as stored (enough to tell a repeat
+    from a different record under the same id, 17 bytes less per stored record than all 32):
+    the envelope values (id, schema, kind, campaign, run,
     unit, vantage id, provider, region, network profile, started_at, status, error; ``id`` as
     text, ``started_at`` as microseconds since 2000-01-01 UTC) followed by ``env`` and ``body``
     as canonical JSON (keys sorted, orjson's number forms), all in one JSON array. Key order,
     white space and the timestamp's offset do not change it; any value does."""
-    return hashlib.sha256(orjson.dumps([*envelope, orjson.Fragment(env_json), orjson.Fragment(body_json)])).digest()
+    data = orjson.dumps([*envelope, orjson.Fragment(env_json), orjson.Fragment(body_json)])
+    return hashlib.sha256(data).digest()[:HASH_BYTES]
 
 
 def stored_envelope(row) -> list:
@@ -238,7 +245,7 @@ def sha(data: bytes) -> bytes:
 
 _F8 = struct.Struct(">iq").pack  # a binary COPY int8 field: length 8, value
 _F4 = struct.Struct(">ii").pack  # an int4 field: length 4, value
-_LEN16, _LEN32 = _int4(16), _int4(32)  # the length of a uuid field, of a sha256 field
+_LEN16 = _int4(16)  # the length of a uuid field and of a content hash field (HASH_BYTES)
 
 
 def dns_split(body: dict) -> bytes | None:
@@ -522,10 +529,11 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
     if env not in dims.environments:
         dims.environments[env] = env_json
     head = (rid.bytes, _int8(started_us))
-    if digest is None or lineno is None:  # migration 0012: a row stored before content hashes / lines
+    if digest is None or lineno is None or len(digest) != HASH_BYTES:
+        # migration 0012: a row stored before content hashes / lines, or with 0008's full sha256 (0021 cuts it)
         reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
     else:  # the fields as _fields writes them, without its loop
-        reg = b"".join((_LEN16, head[0], _LEN32, digest, _F4(4, lineno)))
+        reg = b"".join((_LEN16, head[0], _LEN16, digest, _F4(4, lineno)))
     typed = envelope[2] == "dns_query" and dns_split(body)
     if typed:
         shape_body = body.copy()  # dns_split found every per-record key
@@ -778,9 +786,10 @@ _COPY = {DNS: _copy_sql("dns_queries", DNS_COLUMNS), GENERIC: _copy_sql("generic
 _ROW_START = {t: struct.pack(">h", len(c)) for t, c in ((DNS, DNS_COLUMNS), (GENERIC, GENERIC_COLUMNS))}
 _REG_START = struct.pack(">h", len(REGISTRY_COLUMNS))
 # The batch's ids as one comma-joined text: psycopg's list dumper would check every element
-# with a regex (a few us per record in the main process).
+# with a regex (a few us per record in the main process). A hash stored whole (32 bytes: a row
+# inserted through the results view with the full sha256) compares by its first HASH_BYTES.
 _PROBE = (
-    "SELECT r.id::text, r.content_sha256, b.source_file, r.source_line FROM result_ids r "
+    f"SELECT r.id::text, substr(r.content_sha256, 1, {HASH_BYTES}), b.source_file, r.source_line FROM result_ids r "
     "JOIN ingest_batches b ON b.id = r.batch_id WHERE r.id = ANY(string_to_array(%s, ',')::uuid[])"
 )
 _QUARANTINE = (
@@ -1059,8 +1068,8 @@ def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool, probe: 
                     fine.append(p.lines[i])
                 else:
                     reason = (
-                        f"id_conflict: record {rid} is stored with content sha256 {have[0].hex()} "
-                        f"(from {have[1]}:{have[2]}); this line's is sha256 {p.hashes[i].hex()}"
+                        f"id_conflict: record {rid} is stored with content hash {have[0].hex()} "
+                        f"(from {have[1]}:{have[2]}); this line's is {p.hashes[i].hex()}"
                     )
                     out.bad.append((chunk.source, p.lines[i], reason, raw(p.lines[i])))
         if new:

@@ -110,8 +110,8 @@ class ResultId(Base):
     __tablename__ = "result_ids"
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    # sha256 of the record's canonical JSON (collectors.ingest.content_hash): a different
-    # record under a stored id is an id_conflict, the same one a duplicate.
+    # the first 16 bytes of the sha256 of the record's canonical JSON (collectors.ingest.content_hash,
+    # migration 0021): a different record under a stored id is an id_conflict, the same one a duplicate.
     content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
     batch_id: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     source_line: Mapped[int | None] = mapped_column(sa.Integer)

@@ -141,9 +141,10 @@ def test_different_record_under_stored_id_is_an_id_conflict(fresh_db, tmp_path):
     with psycopg.connect(fresh_db) as c:
         stored = c.execute("SELECT content_sha256 FROM results").fetchone()[0]
     reason = quarantine(fresh_db)[("2.jsonl", 2)]
-    assert reason.startswith(f"id_conflict: record {rec['id']} is stored with content sha256 {stored.hex()}")
-    assert f"1.jsonl:1); this line's is sha256 " in reason
-    assert len(reason.rsplit("sha256 ", 1)[1]) == 64 and stored.hex() not in reason.rsplit("sha256 ", 1)[1]
+    assert reason.startswith(f"id_conflict: record {rec['id']} is stored with content hash {stored.hex()}")
+    assert f"1.jsonl:1); this line's is " in reason
+    theirs = reason.rsplit(" is ", 1)[1]  # the line's hash: 16 bytes (0021), not the stored one
+    assert len(stored) == 16 and len(theirs) == 32 and theirs != stored.hex()
     # within one batch too: the second, different line under the same id is the conflict
     (b,) = good(1)
     _write(tmp_path / "3.jsonl", [b, json.dumps(dict(json.loads(b), run="r9"))])
