@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 CAMPAIGN = "bench"  # the dns_query records' campaign (bench/archive_bench.py's queries name it)
 # Tables of the store and which kind they serve (None: every kind, shared by record count).
 TABLES = {"result_ids": None, "contexts": None, "environments": None, "ingest_batches": None,
-          "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly": "dns_query",
+          "dns_queries": "dns_query", "dns_shapes": "dns_query", "dns_hourly_keys": "dns_query", "dns_hourly": "dns_query",
           "result_counts": None, "generic_results": "generic", "dns_hourly_status": "dns_query",
           "dns_conn_daily": "dns_query", "page_load_daily": "page_load",
           # 0018_health_rollups (ingest_daily and unit_daily hold every kind's rows) and 0019_name_page_rollups

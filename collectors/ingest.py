@@ -888,7 +888,41 @@ class Store:
 # dnscamp_rollup_dns / dnscamp_rollup_page_load (which empty the tables: a batch stored row by
 # row adds each row once). The result_counts increments (few keys) are summed here. %b: binary
 # parameters (psycopg's text array dumper quotes every element with a regex).
+# dns_hourly (migration 0022_hourly_keys) is keyed by (hour, key_id): the batch's keys missing
+# from dns_hourly_keys are inserted in key order and read back in the statement that upserts the
+# rows (ON CONFLICT DO UPDATE returns a key another ingest inserted meanwhile, which this
+# statement's snapshot does not see; 0019's dns_name_keys do the same). Keys compare as text
+# arrays (NULL equals NULL, and hashes); the keys table is read for the batch's campaigns only.
 _HOURLY_UPSERT = """
+WITH k AS MATERIALIZED (
+    SELECT hour, ARRAY[campaign, vantage_id, network_profile, resolver, transport] AS key, bucket, count(*) AS n,
+           count(*) FILTER (WHERE status <> 'ok') AS f
+    FROM dnscamp_dns_in GROUP BY 1, 2, 3
+), known AS MATERIALIZED (
+    SELECT id, ARRAY[campaign, vantage_id, network_profile, resolver, transport] AS key FROM dns_hourly_keys
+    WHERE campaign = ANY (ARRAY(SELECT DISTINCT key[1] FROM k))
+), new AS (
+    INSERT INTO dns_hourly_keys AS d (campaign, vantage_id, network_profile, resolver, transport)
+    SELECT key[1], key[2], key[3], key[4], key[5] FROM (SELECT key FROM k EXCEPT SELECT key FROM known) AS m
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT ON CONSTRAINT uq_dns_hourly_keys DO UPDATE SET campaign = EXCLUDED.campaign
+    RETURNING d.id, ARRAY[d.campaign, d.vantage_id, d.network_profile, d.resolver, d.transport] AS key
+), ids AS (
+    SELECT * FROM known UNION ALL SELECT * FROM new
+)
+INSERT INTO dns_hourly AS h (hour, key_id, n, failures, buckets, counts)
+SELECT k.hour, ids.id, sum(k.n), sum(k.f),
+       COALESCE(array_agg(k.bucket ORDER BY k.bucket) FILTER (WHERE k.bucket IS NOT NULL), '{}'),
+       COALESCE(array_agg(k.n ORDER BY k.bucket) FILTER (WHERE k.bucket IS NOT NULL), '{}')
+FROM k JOIN ids ON ids.key = k.key
+GROUP BY 1, 2 ORDER BY 1, 2
+ON CONFLICT ON CONSTRAINT pk_dns_hourly DO UPDATE SET n = h.n + EXCLUDED.n, failures = h.failures + EXCLUDED.failures,
+    (buckets, counts) = (SELECT m.buckets, m.counts
+                         FROM dnscamp_hist_sum(h.buckets, h.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
+"""
+# A store at a revision before 0022 (an older dnscamp's, tests walking the history) keeps
+# 0013's layout: a row per hour and the five key texts.
+_HOURLY_UPSERT_0013 = """
 INSERT INTO dns_hourly (hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, buckets, counts)
 SELECT hour, campaign, vantage_id, network_profile, resolver, transport, sum(n), sum(f),
        COALESCE(array_agg(bucket ORDER BY bucket) FILTER (WHERE bucket IS NOT NULL), '{}'),
@@ -902,6 +936,7 @@ ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDE
     (buckets, counts) = (SELECT m.buckets, m.counts
                          FROM dnscamp_hist_sum(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
 """
+_HOURLY_KEYED = "SELECT to_regclass('dns_hourly_keys') IS NOT NULL"  # one round trip a batch
 # result_counts (records per context and status) and migration 0018's rollups of every record
 # kind (ingest_daily, unit_daily; docs/store.md "Rollups"): the batch's records summed here per
 # context and status, per context and UTC day (and unit; their ingest lags bucketed against the
@@ -1007,7 +1042,7 @@ def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[b
         cur.execute("SELECT dnscamp_rollup_temp()")
     if dns:
         _copy(cur, f"COPY dnscamp_dns_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", dns)
-        cur.execute(_HOURLY_UPSERT)
+        cur.execute(_HOURLY_UPSERT if cur.execute(_HOURLY_KEYED).fetchone()[0] else _HOURLY_UPSERT_0013)
         # the parsers' dns_conn_daily sums hold the whole chunk: used when every record is new
         summed = bool(p.conn) and len(idx) == len(p.ids)
         if summed:

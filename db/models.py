@@ -160,21 +160,26 @@ generic_results = sa.Table(
 
 # --- rollups (migration 0013_rollups), maintained by ingest with each batch ------------------
 
-dns_hourly = sa.Table(
-    "dns_hourly", Base.metadata,
-    sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
+# 0022_hourly_keys: dns_hourly keyed by (hour, key_id); the key's texts in dns_hourly_keys
+dns_hourly_keys = sa.Table(
+    "dns_hourly_keys", Base.metadata,
+    sa.Column("id", sa.Integer, sa.Identity(always=False), primary_key=True),
     sa.Column("campaign", sa.Text, nullable=False),
     sa.Column("vantage_id", sa.Text, nullable=False),
-    sa.Column("network_profile", sa.Text),
-    sa.Column("resolver", sa.Text),
-    sa.Column("transport", sa.Text),
-    sa.Column("n", sa.BigInteger, nullable=False),
-    sa.Column("failures", sa.BigInteger, nullable=False),
+    *(sa.Column(c, sa.Text) for c in ("network_profile", "resolver", "transport")),
+    sa.UniqueConstraint("campaign", "vantage_id", "network_profile", "resolver", "transport", name="uq_dns_hourly_keys",
+                        postgresql_nulls_not_distinct=True),
+)  # fmt: skip
+dns_hourly = sa.Table(
+    "dns_hourly", Base.metadata,
+    sa.Column("hour", sa.DateTime(timezone=True), primary_key=True),
+    sa.Column("key_id", sa.Integer, primary_key=True),  # dns_hourly_keys.id (no foreign key: a probe per upsert)
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
     # histogram of total_ms of the ok records: bucket numbers ascending and their counts
     sa.Column("buckets", ARRAY(sa.SmallInteger), nullable=False),
     sa.Column("counts", ARRAY(sa.Integer), nullable=False),
-    sa.UniqueConstraint("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport",
-                        name="uq_dns_hourly", postgresql_nulls_not_distinct=True),
+    sa.PrimaryKeyConstraint("hour", "key_id", name="pk_dns_hourly"),
 )  # fmt: skip
 
 

@@ -5,12 +5,14 @@
 -- buckets (docs/store.md "Rollups"): within 1 % of the exact percentile_disc of the same
 -- records. For several rows at once, aggregate v_dns_hourly_hist (bucket, n) and read the
 -- percentile with dnscamp_hist_quantile(array_agg(bucket), array_agg(n), q).
--- hour: start of the UTC hour of started_at.
+-- hour: start of the UTC hour of started_at. dns_hourly holds (hour, key_id), the key's texts
+-- are in dns_hourly_keys (migration 0022).
 CREATE OR REPLACE VIEW v_dns_hourly AS
-SELECT h.hour, h.campaign, h.vantage_id, h.network_profile, h.resolver, h.transport,
-       h.n, h.failures, h.failures::float8 / h.n AS failure_rate,
+SELECT h.hour, k.campaign, k.vantage_id, k.network_profile, k.resolver, k.transport,
+       h.n::bigint AS n, h.failures::bigint AS failures, h.failures::float8 / h.n AS failure_rate,
        (SELECT COALESCE(sum(c), 0) FROM unnest(h.counts) AS c)::bigint AS timed,
        dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.5) AS p50_total_ms,
        dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.9) AS p90_total_ms,
        dnscamp_hist_quantile(h.buckets::int[], h.counts::numeric[], 0.99) AS p99_total_ms
-FROM dns_hourly h;
+FROM dns_hourly h
+JOIN dns_hourly_keys k ON k.id = h.key_id;

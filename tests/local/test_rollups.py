@@ -39,7 +39,7 @@ FROM k GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
 """
 ROLLUP = """
 SELECT hour, campaign, vantage_id, network_profile, resolver, transport, n, failures, buckets::int[], counts
-FROM dns_hourly ORDER BY 1, 2, 3, 4, 5, 6
+FROM dns_hourly h JOIN dns_hourly_keys k ON k.id = h.key_id ORDER BY 1, 2, 3, 4, 5, 6
 """
 COUNTS_FROM_BASE = "SELECT campaign, kind, vantage_id, network_profile, status, count(*) FROM v_results GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
 COUNTS = "SELECT campaign, kind, vantage_id, network_profile, status, n FROM v_failures ORDER BY 1, 2, 3, 4, 5"

@@ -79,7 +79,7 @@ def check(url: str) -> dict[str, int]:
             got, want = _rows(c, rollup), _rows(c, base)
             assert got == want, f"{name}: rollup differs from the base view ({len(got)} / {len(want)} rows)"
             sizes[name] = len(got)
-        assert c.execute(f"""SELECT count(*) FROM dns_hourly h FULL JOIN
+        assert c.execute(f"""SELECT count(*) FROM v_dns_hourly h FULL JOIN
                              (SELECT {HOUR_KEY}, sum(n) AS n FROM dns_hourly_status GROUP BY {HOUR_KEY}) s
                              USING ({HOUR_KEY}) WHERE h.failures IS DISTINCT FROM COALESCE(s.n, 0)
                              AND (h.failures > 0 OR s.n IS NOT NULL)""").fetchone()[0] == 0
