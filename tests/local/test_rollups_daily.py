@@ -118,6 +118,44 @@ def scratch_db():
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def ingest_mixed_batches(campaign: Path, tmp_path: Path, url: str) -> None:
+    """Batches of stored and new records: the campaign's dense DNS file interleaved line by line
+    with 1,500 new queries (the parsers' sums are for whole batches: only the new may count)."""
+    old = (campaign / "records" / "dns-dense.jsonl").read_bytes().splitlines(keepends=True)
+    new = [gen.orjson.dumps(r) + b"\n" for r in gen.dns_queries(
+        1500, np.random.default_rng(8), "daily", gen.END, vantages=gen.VANTAGES[:3], resolvers=gen.RESOLVERS[:2], days=2)]
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "m.jsonl").write_bytes(b"".join(x for pair in zip(old, new) for x in pair))
+    assert ingest([tmp_path / "mixed"], url, workers=1).ingested == 1500
+
+
+def copy_through_results_view(c: psycopg.Connection, ids: list) -> None:
+    """Copies of the records ``ids`` as campaign 'copied', inserted through the results view
+    (its triggers store them whole, in generic_results)."""
+    c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
+              "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
+              "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
+              "body FROM results WHERE id = ANY(%s)", (ids,))  # fmt: skip
+
+
+def ingest_generated_in_batches(directory: Path, n: int, seed: int, batch: int, split: int, check) -> None:
+    """The hypothesis properties' case: n * 5 generated queries and n page loads, in ``split``
+    files cut into batches of ``batch`` bytes, into a new database; then ``check`` on it."""
+    rng = np.random.default_rng(seed)
+    for kind, fn, k in (("dns", gen.dns_queries, n * 5), ("pl", gen.page_loads, n)):
+        recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
+        for i in range(split):
+            (directory / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
+    old = ingest_mod.BATCH_BYTES
+    with scratch_db() as url:
+        try:
+            ingest_mod.BATCH_BYTES = batch
+            assert ingest([directory], url, workers=1).ingested == n * 6
+        finally:
+            ingest_mod.BATCH_BYTES = old
+        check(url)
+
+
 @pytest.fixture()
 def campaign(tmp_path):
     out = tmp_path / "gen"
@@ -147,22 +185,14 @@ def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaig
     assert check(fresh_db) == sizes
 
     # batches of stored and new records: only the new counted (the parsers' sums are for whole batches)
-    old = (campaign / "records" / "dns-dense.jsonl").read_bytes().splitlines(keepends=True)
-    new = [gen.orjson.dumps(r) + b"\n" for r in gen.dns_queries(
-        1500, np.random.default_rng(8), "daily", gen.END, vantages=gen.VANTAGES[:3], resolvers=gen.RESOLVERS[:2], days=2)]
-    (tmp_path / "mixed").mkdir()
-    (tmp_path / "mixed" / "m.jsonl").write_bytes(b"".join(x for pair in zip(old, new) for x in pair))
-    assert ingest([tmp_path / "mixed"], fresh_db, workers=1).ingested == 1500
+    ingest_mixed_batches(campaign, tmp_path, fresh_db)
     sizes = check(fresh_db)
 
     # the results view's triggers: copies counted, deleted rows uncounted (the page-load extremes recomputed)
     with psycopg.connect(fresh_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "
                                        "AND campaign = 'daily' ORDER BY id LIMIT 400")]  # fmt: skip
-        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
-                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
-                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
-                  "body FROM results WHERE id = ANY(%s)", (ids[:150],))  # fmt: skip
+        copy_through_results_view(c, ids[:150])
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[150:],))
         c.execute("DELETE FROM results WHERE campaign = 'copied' AND kind = 'page_load' AND id IN "
                   "(SELECT id FROM results WHERE campaign = 'copied' AND kind = 'page_load' LIMIT 5)")
@@ -233,17 +263,4 @@ def test_percentiles_from_the_daily_rollups_are_within_one_percent(fresh_db, cam
 def test_any_records_in_any_batches_roll_up_as_the_base_views_say(db_url, tmp_path_factory, n, seed, batch, split):
     """Generated queries and page loads (every status of the generator, every connection mode),
     in one to three files cut into batches of any size, into a new database each time."""
-    d = tmp_path_factory.mktemp("hyp")
-    rng = np.random.default_rng(seed)
-    for kind, fn, k in (("dns", gen.dns_queries, n * 5), ("pl", gen.page_loads, n)):
-        recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
-        for i in range(split):
-            (d / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
-    old = ingest_mod.BATCH_BYTES
-    with scratch_db() as url:
-        try:
-            ingest_mod.BATCH_BYTES = batch
-            assert ingest([d], url, workers=1).ingested == n * 6
-        finally:
-            ingest_mod.BATCH_BYTES = old
-        check(url)
+    ingest_generated_in_batches(tmp_path_factory.mktemp("hyp"), n, seed, batch, split, check)

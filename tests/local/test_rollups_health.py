@@ -26,7 +26,7 @@ from collectors.ingest import ingest
 from db import migrate
 from db.migrations import views as frozen
 from tests.local.test_ingest import _forge_timestamp
-from tests.local.test_rollups_daily import scratch_db
+from tests.local.test_rollups_daily import copy_through_results_view, ingest_generated_in_batches, scratch_db
 
 pytestmark = pytest.mark.local
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,10 +112,7 @@ def test_health_rollups_equal_the_base_views_through_every_write_path(fresh_db, 
     # the results view's triggers: copies counted, deleted rows uncounted (first / last recomputed)
     with psycopg.connect(fresh_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE campaign = 'health' ORDER BY id LIMIT 300")]
-        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
-                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
-                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
-                  "body FROM results WHERE id = ANY(%s)", (ids[:100],))  # fmt: skip
+        copy_through_results_view(c, ids[:100])
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
                   "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
                   "'copied', run, NULL, vantage_id, provider, NULL, network_profile, started_at, status, error, env, "
@@ -241,20 +238,7 @@ def test_ingest_lag_median_from_the_histograms_is_within_one_percent(fresh_db, c
 )
 def test_any_records_in_any_batches_roll_up_as_the_base_views_say(db_url, tmp_path_factory, n, seed, batch, split):
     """Generated queries and page loads in one to three files cut into batches of any size."""
-    d = tmp_path_factory.mktemp("hyp")
-    rng = np.random.default_rng(seed)
-    for kind, fn, k in (("dns", gen.dns_queries, n * 5), ("pl", gen.page_loads, n)):
-        recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
-        for i in range(split):
-            (d / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
-    old = ingest_mod.BATCH_BYTES
-    with scratch_db() as url:
-        try:
-            ingest_mod.BATCH_BYTES = batch
-            assert ingest([d], url, workers=1).ingested == n * 6
-        finally:
-            ingest_mod.BATCH_BYTES = old
-        check(url)
+    ingest_generated_in_batches(tmp_path_factory.mktemp("hyp"), n, seed, batch, split, check)
 
 
 # The panels as they read every record (dashboards/health.py before 0018), with percentile_disc

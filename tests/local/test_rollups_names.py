@@ -13,7 +13,6 @@ import math
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
-import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +25,8 @@ from dashboards.expand import expand, resolve
 from db import migrate
 from tests.local.test_dashboards_sql import BUILT, reader_url
 from tests.local.test_ingest import V1, _forge_timestamp
-from tests.local.test_rollups_daily import campaign, gen, scratch_db  # noqa: F401 (campaign: a fixture)
+from tests.local.test_rollups_daily import (  # noqa: F401 (campaign: a fixture)
+    campaign, copy_through_results_view, gen, ingest_generated_in_batches, ingest_mixed_batches, scratch_db)
 
 pytestmark = pytest.mark.local
 PL_KEY = "day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, url"
@@ -105,28 +105,17 @@ def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaig
     assert check(fresh_db) == sizes
 
     # batches of stored and new records (the parsers' sums then go unused)
-    old = (campaign / "records" / "dns-dense.jsonl").read_bytes().splitlines(keepends=True)
-    new = [gen.orjson.dumps(r) + b"\n" for r in gen.dns_queries(
-        1500, np.random.default_rng(8), "daily", gen.END, vantages=gen.VANTAGES[:3], resolvers=gen.RESOLVERS[:2], days=2)]
-    (tmp_path / "mixed").mkdir()
-    (tmp_path / "mixed" / "m.jsonl").write_bytes(b"".join(x for pair in zip(old, new) for x in pair))
-    assert ingest([tmp_path / "mixed"], fresh_db, workers=1).ingested == 1500
+    ingest_mixed_batches(campaign, tmp_path, fresh_db)
     sizes = check(fresh_db)
 
     # the results view's triggers: copies counted (the generic branch: qname from the body), deleted rows uncounted
     with psycopg.connect(fresh_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "
                                        "AND campaign = 'daily' ORDER BY id LIMIT 400")]  # fmt: skip
-        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
-                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
-                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
-                  "body FROM results WHERE id = ANY(%s)", (ids[:150],))  # fmt: skip
+        copy_through_results_view(c, ids[:150])
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[150:],))
         c.execute("DELETE FROM results WHERE campaign = 'copied'")  # every record of a key: its rows go
-        c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
-                  "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
-                  "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
-                  "body FROM results WHERE id = ANY(%s)", (ids[:100],))  # fmt: skip
+        copy_through_results_view(c, ids[:100])
     after = check(fresh_db)
     assert after != sizes
     with psycopg.connect(fresh_db) as c:
@@ -239,17 +228,4 @@ def test_the_panels_give_what_the_records_say(fresh_db, campaign):  # noqa: F811
 def test_any_records_in_any_batches_roll_up_as_the_base_views_say(db_url, tmp_path_factory, n, seed, batch, split):
     """Generated queries (every status of the generator) and page loads, in one to three files
     cut into batches of any size, into a new database each time."""
-    d = tmp_path_factory.mktemp("hypn")
-    rng = np.random.default_rng(seed)
-    for kind, fn, k in (("dns", gen.dns_queries, n * 5), ("pl", gen.page_loads, n)):
-        recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
-        for i in range(split):
-            (d / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
-    old = ingest_mod.BATCH_BYTES
-    with scratch_db() as url:
-        try:
-            ingest_mod.BATCH_BYTES = batch
-            assert ingest([d], url, workers=1).ingested == n * 6
-        finally:
-            ingest_mod.BATCH_BYTES = old
-        check(url)
+    ingest_generated_in_batches(tmp_path_factory.mktemp("hypn"), n, seed, batch, split, check)
