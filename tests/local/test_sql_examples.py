@@ -67,9 +67,10 @@ def _num(v):
 
 def disagreements(cols: list[str], rollup: list[tuple], exact_cols: list[str], exact: list[tuple]) -> list[str]:
     """How a rollup form's rows differ from its exact form's: rows matched on their key (the
-    columns both have that hold no number), then every column both have: a percentile (PERCENTILE in its name)
-    within HIST_ERROR of the exact one, `increase_pct` (100 * (x / do53 - 1) of two such
-    medians, rounded to 0.1) within what that allows, anything else (counts, shares) equal."""
+    columns both have that hold no number; one row per key), then every column both have: a
+    percentile (PERCENTILE in its name) within HIST_ERROR of the exact one, `increase_pct`
+    (100 * (x / do53 - 1) of two such medians, rounded to 0.1) within what that allows,
+    anything else (counts, shares) equal."""
     both = [c for c in cols if c in exact_cols]
     numeric = {c for cs, rows in ((cols, rollup), (exact_cols, exact)) for r in rows
                for c, v in zip(cs, r) if _num(v) is not None}
@@ -79,6 +80,7 @@ def disagreements(cols: list[str], rollup: list[tuple], exact_cols: list[str], e
 
     got, want = keyed(cols, rollup), keyed(exact_cols, exact)
     out = [f"rows {sorted(map(str, got))} != {sorted(map(str, want))}"] if got.keys() != want.keys() else []
+    out += [f"{len(rows)} rows, {len(k)} keys" for rows, k in ((rollup, got), (exact, want)) if len(rows) != len(k)]
     for key in got.keys() & want.keys():
         for col in both:
             a, b = _num(got[key][col]), _num(want[key][col])
@@ -117,6 +119,7 @@ def test_the_comparison_fails_one_bucket_off():
     assert len(disagreements(cols, [("doh", 11, 100.0, Decimal("50.0"))], cols, exact)) == 1
     assert len(disagreements(cols, [("doh", 10, 100.0, Decimal("53.2"))], cols, exact)) == 1
     assert disagreements(cols, [("dot", 10, 100.0, Decimal("50.0"))], cols, exact)
+    assert disagreements(cols, exact * 2, cols, exact)  # two rows of one key: the key misses a column
 
 
 def run_examples(reader: str) -> tuple[dict[str, tuple[list[str], list[tuple]]], list[str]]:
