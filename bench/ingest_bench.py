@@ -13,7 +13,7 @@ database of the embedded cluster:
   relative to ``mixed`` (both run twice, alternately; the faster run of each counts).
 
     .venv/bin/python bench/ingest_bench.py [--records 1000000] [--mixed 230000] [--dns 200000] [--workers 2]
-    .venv/bin/python bench/ingest_bench.py --records 0 --mixed 0 --dns 200000 --before REV [--rounds 2]
+    .venv/bin/python bench/ingest_bench.py --records 0 --mixed 0 --dns 200000 --before REV [--rounds 2] [--dns-days 1]
 
 ``--before REV``: the dns_query workload with the ingest code of commit REV (its collectors/ and
 vantage_agent/, on today's schema) and with today's, alternately, each in its own process.
@@ -223,6 +223,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000, help="ping records")
     ap.add_argument("--mixed", type=int, default=230_000, help="mixed-kind fixture records")
     ap.add_argument("--dns", type=int, default=200_000, help="dns_query records (0: skip)")
+    ap.add_argument("--dns-days", type=int, default=30,
+                    help="days the dns_query records span (1: about the density of gen_campaign.py's 10 M over 30 days, 333,000 a day)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--before", metavar="REV", help="dns_query: also with commit REV's ingest code, alternately")
     ap.add_argument("--rounds", type=int, default=2, help="--before: runs of each")
@@ -237,7 +239,7 @@ def main() -> None:
             ping.unlink()
         if args.dns:
             dns = Path(d) / "dns.jsonl"
-            generate_dns(dns, args.dns)
+            generate_dns(dns, args.dns, days=args.dns_days)
             if args.before:
                 res["dns_query_before_after"] = before_after(args.before, dns, args.dns, args.workers, args.rounds, Path(d))
             else:

@@ -37,6 +37,7 @@ ids and streams COPY into Postgres.
 from __future__ import annotations
 
 import ctypes
+import gc
 import gzip
 import hashlib
 import json
@@ -64,7 +65,10 @@ import psycopg
 from vantage_agent import errors
 from vantage_agent.records import RecordError, parse_line
 
-BATCH_BYTES = 8 << 20  # ~4,000-20,000 records per transaction
+# ~16,000-80,000 records per transaction: every batch rewrites the rollup rows of its days and hours
+# (a day of a campaign's dns_conn_daily rows is updated by each of its batches); 32 MiB rather than
+# 8 cut Postgres's CPU per dns_query record from ~20 to ~10 us on a campaign of 330,000 a day
+BATCH_BYTES = 32 << 20
 READ_BYTES = 256 << 10
 SMALL_INPUT_BYTES = 1 << 20  # files (as on disk) parsed in the ingest process itself, without workers
 MAX_LINE_BYTES = 16 << 20  # a longer line is quarantined without being held in memory
@@ -317,9 +321,9 @@ def _text(v: Any) -> str | None:
 
 
 # A record's rollup row (`rollup`), COPYed into the session's temporary tables of migration 0017
-# (dnscamp_rollup_temp) and summed by Postgres (`_add_rollups`): a dns_query's into
-# dnscamp_dns_in (dns_hourly, dns_hourly_status, dns_conn_daily), a page_load's into dnscamp_pl_in
-# (page_load_daily). A dns_query row carries its shape's sha256 and its typed columns (the
+# (dnscamp_rollup_temp) and summed by Postgres (`_add_rollups`): a dns_query's that the parser
+# does not sum into dnscamp_dns_in (dns_hourly, dns_hourly_status, dns_conn_daily, dns_name_daily),
+# a page_load's into dnscamp_pl_in (page_load_daily, page_load_url_daily). A dns_query row carries its shape's sha256 and its typed columns (the
 # `dns_split` fields as they are: Postgres computes the measures from them and the shape) or,
 # when it has no shape, its body.
 HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "bucket",
@@ -329,7 +333,7 @@ PAGE_LOAD_KEYS = ("browser", "dns_mode", "dns_transport", "http", "plt_ms", "url
 _HOURLY_START = struct.pack(">h", len(HOURLY_COLUMNS))
 _PAGE_LOAD_START = struct.pack(">h", len(PAGE_LOAD_COLUMNS))
 _NO_TYPED = _NULL * (len(DNS_INT8) + len(DNS_INT4) + 1)
-_TRUE, _FALSE = struct.pack(">ib", 1, 1), struct.pack(">ib", 1, 0)
+_FALSE = struct.pack(">ib", 1, 0)
 _DAY_US = 24 * _HOUR_US
 _STATUS: dict[str, bytes] = {}  # status -> its COPY field
 
@@ -343,50 +347,49 @@ def _status(status: str) -> bytes:
     return f
 
 
-def rollup(envelope: list, body: dict, body_json: bytes, shape: bytes | None, typed: bytes | None) -> bytes:
-    """A record's rollup row (binary COPY): for a dns_query, a row of HOURLY_COLUMNS: its
-    key (UTC hour, campaign, vantage, profile, resolver, transport), status, the bucket of its
+def rollup(envelope: list, body: dict, body_json: bytes, shape: bytes | None, typed: bytes | None,
+           per_record: bool = False) -> bytes | tuple:
+    """A record's rollup contribution. A page_load's is a row of PAGE_LOAD_COLUMNS (UTC day,
+    campaign, vantage, profile, status, the body's PAGE_LOAD_KEYS as jsonb). A typed dns_query
+    whose key values have the JSON types records v1 give them is summed by the parser
+    (`Parsed.add`): its contribution is the tuple (UTC hour, key, bucket, status, qname,
+    `_conn`). Any other dns_query (and every one with ``per_record``: a store before
+    0022_hourly_keys) is a row of HOURLY_COLUMNS for Postgres to sum (`_add_rollups`): its key
+    (UTC hour, campaign, vantage, profile, resolver, transport), status, the bucket of its
     total_ms (NULL when not counted: failed, or without both timestamps), then its shape's
-    sha256 and ``typed`` (its `dns_split` fields) or, without them, its body; for a page_load,
-    a row of PAGE_LOAD_COLUMNS (UTC day, campaign, vantage, profile, status, the body's
-    PAGE_LOAD_KEYS as jsonb). Postgres sums a batch's rows (`_add_rollups`)."""
-    status = _status(envelope[11])
+    sha256 and ``typed`` (its `dns_split` fields) or, without them, its body."""
     if envelope[2] == "page_load":
         part = canonical_json({k: body[k] for k in PAGE_LOAD_KEYS if k in body})
         return b"".join((_PAGE_LOAD_START, _F8(8, envelope[10] // _DAY_US * _DAY_US), _fields(envelope[3:10:3]),
-                         status, _int4(len(part) + 1), _JSONB_V1, part))  # fmt: skip
+                         _status(envelope[11]), _int4(len(part) + 1), _JSONB_V1, part))  # fmt: skip
     ok = envelope[11] == "ok"
-    bucket = _NULL
+    bucket = None
     t0, t1 = body.get("t_start"), body.get("t_response")
     if ok and t0.__class__ is int and t1.__class__ is int:
-        bucket = _F4(4, hist_bucket(float(t1 - t0) / 1e6))
+        bucket = hist_bucket(float(t1 - t0) / 1e6)
     resolver, transport = body.get("resolver"), body.get("transport")
     key = (envelope[3], envelope[6], envelope[9], resolver, transport)
     # cached for text (or null) resolver and transport: another JSON type is written as its JSON text
     text = (resolver is None or resolver.__class__ is str) and (transport is None or transport.__class__ is str)
-    group = _HOURLY_GROUPS.get(key) if text else None
-    if group is None:
-        group = _fields((*key[:3], _text(resolver), _text(transport)))
-        if text:
-            if len(_HOURLY_GROUPS) >= _SHA_CACHE_MAX:
-                _HOURLY_GROUPS.clear()
-            _HOURLY_GROUPS[key] = group
-    hour = _F8(8, envelope[10] // _HOUR_US * _HOUR_US)
+    hour = envelope[10] // _HOUR_US * _HOUR_US
+    if text and shape is not None and typed and not per_record:
+        qname = body.get("qname")
+        if qname is None or qname.__class__ is str:  # what dns_shapes.qname (->>) reads
+            conn = _conn(envelope, body, ok)
+            if conn is not None:
+                return hour, key, bucket, envelope[11], qname, conn
+    group = _group(key) if text else _fields((*key[:3], _text(resolver), _text(transport)))
+    head = (_HOURLY_START, _F8(8, hour), group, _status(envelope[11]), _NULL if bucket is None else _F4(4, bucket), _FALSE)
     if shape is None or not typed:
-        return b"".join((_HOURLY_START, hour, group, status, bucket, _FALSE, _NULL, _int4(len(body_json) + 1),
-                         _JSONB_V1, body_json, _NO_TYPED))  # fmt: skip
-    conn = _conn(envelope, body, ok) if text else None
-    row = b"".join((_HOURLY_START, hour, group, status, bucket, _FALSE if conn is None else _TRUE, _int4(32), shape,
-                    _NULL, typed))  # fmt: skip
-    return row if conn is None else (row, conn)
+        return b"".join((*head, _NULL, _int4(len(body_json) + 1), _JSONB_V1, body_json, _NO_TYPED))
+    return b"".join((*head, _int4(32), shape, _NULL, typed))
 
 
 # dns_conn_daily in the parser processes: a typed dns_query's key and measures, computed as
 # v_dns_query and 0017's dnscamp_rollup_dns compute them (the same float arithmetic and log
 # buckets), for bodies whose shape values have the JSON types records v1 give them (a boolean or
 # null connection_reused / resumed, a number or null access_rtt_ms: JSON_VALUE reads those as
-# Python does); other bodies are left to Postgres. `Parsed.add` sums a chunk's; a batch whose
-# records are all new sends the sums (`_add_rollups`), any other batch its records.
+# Python does); other bodies are left to Postgres. `Parsed.add` sums a chunk's (`_tally`).
 _CONN_MODES = {m: _fields((m,)) for m in ("fresh", "reuse", "resume")}
 _SMALL_IP = frozenset(("do53", "doq", "doh3"))  # 28-byte IP + UDP headers, else 52 (IP + TCP)
 _BOOL_OR_NONE = (bool, type(None))
@@ -470,6 +473,27 @@ _ROLLED_UP = ("dns_query", "page_load")  # the kinds with a rollup row
 _HOURLY_GROUPS: dict[tuple, bytes] = {}  # (campaign, vantage, profile, resolver, transport) -> their COPY fields
 
 
+def _group(key: tuple) -> bytes:
+    """The COPY fields of a dns key (campaign, vantage, profile, resolver, transport; text or null), cached."""
+    group = _HOURLY_GROUPS.get(key)
+    if group is None:
+        group = _fields(key)
+        if len(_HOURLY_GROUPS) >= _SHA_CACHE_MAX:
+            _HOURLY_GROUPS.clear()
+        _HOURLY_GROUPS[key] = group
+    return group
+
+
+# A parser's sums (`Parsed.finish`), COPYed into the session's temporary tables (`_SUM_TABLES`)
+# and added to dns_hourly, dns_hourly_status and dns_name_daily (`_add_rollups`).
+SUM_COLUMNS = {
+    "hourly": ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "bucket", "n", "failures"),
+    "status": ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "n"),
+    "names": ("day", "campaign", "vantage_id", "network_profile", "resolver", "transport", "qname", "status", "n"),
+}
+_SUM_START = {t: struct.pack(">h", len(c)) for t, c in SUM_COLUMNS.items()}
+
+
 # Per-process caches of dimension hashes (a worker sees the same contexts, environments and
 # shapes over and over): value -> sha256, bounded.
 _SHA_CACHE: dict[Any, tuple[bytes, bytes]] = {}
@@ -515,7 +539,8 @@ _CANONICAL: dict[bytes, tuple[bytes, bytes]] = {}  # unsorted orjson text -> (sh
 
 
 def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,
-          digest: bytes | None, lineno: int | None, dims: "Dims", env_sha: bytes | None = None) -> Item:
+          digest: bytes | None, lineno: int | None, dims: "Dims", env_sha: bytes | None = None,
+          per_record: bool = False) -> Item:
     """A record (envelope values as in `content_hash`, env and body) as an `Item`; new
     contexts, environments and shapes are added to ``dims``. Used by ingest (after
     validation) and by migration 0012 (stored rows as they are). ``env_sha``: sha(env_json)
@@ -549,7 +574,7 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         exact = body_json if _jsonb_lossy(body_json) else None
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
-    hourly = rollup(envelope, body, body_json, shape, typed) if envelope[2] in _ROLLED_UP else None
+    hourly = rollup(envelope, body, body_json, shape, typed, per_record) if envelope[2] in _ROLLED_UP else None
     return Item(envelope[0], digest, lineno or 0, table, ctx, env, shape, reg, row, _month(started_us), envelope[11],
                 hourly, started_us, envelope[5])  # fmt: skip
 
@@ -599,7 +624,7 @@ _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGIT_RUN = b"0" * 19
 
 
-def _record(text: bytes, lineno: int, dims: "Dims") -> Item:
+def _record(text: bytes, lineno: int, dims: "Dims", per_record: bool = False) -> Item:
     """One line -> an `Item` (new dimension values into ``dims``); RecordError says why not."""
     if len(text) > MAX_LINE_BYTES:
         raise RecordError(f"line longer than {MAX_LINE_BYTES >> 20} MiB ({len(text)} bytes)")
@@ -616,7 +641,7 @@ def _record(text: bytes, lineno: int, dims: "Dims") -> Item:
     env_sha, env_json = _canonical(obj.get("env", {}))  # the same for every record of a run: cached
     body_json = canonical_json(body)
     digest = content_hash(envelope, env_json, body_json)
-    return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims, env_sha)
+    return split(rec.id, envelope, env_json, body, body_json, digest, lineno, dims, env_sha, per_record)
 
 
 def quarantine_text(raw: bytes) -> str:
@@ -662,7 +687,14 @@ class Parsed:
     hourly: list[bytes | None] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)  # Item.started
     units: list[str | None] = field(default_factory=list)  # Item.unit
-    conn: dict[tuple, list] = field(default_factory=dict)  # dns_conn_daily sums (`_tally`)
+    # the parser's sums of its summed dns_query records (`rollup`): dns_hourly (hour, key, bucket)
+    # -> [n, failures], dns_hourly_status (hour, key, status) -> n, dns_name_daily (day, key,
+    # qname, status) -> n, dns_conn_daily (`_tally`); `finish` turns them into `sums`
+    hourly_sums: dict[tuple, list] = field(default_factory=dict)
+    status_sums: dict[tuple, int] = field(default_factory=dict)
+    name_sums: dict[tuple, int] = field(default_factory=dict)
+    conn: dict[tuple, list] = field(default_factory=dict)
+    sums: dict[str, list[bytes]] = field(default_factory=dict)  # table -> binary COPY rows (SUM_COLUMNS)
     months: set[int] = field(default_factory=set)
     dims: Dims = field(default_factory=Dims)
     bad: list[tuple[str, int, str, str]] = field(default_factory=list)  # (file, line, reason, raw)
@@ -679,38 +711,82 @@ class Parsed:
         self.regs.append(it.reg)
         self.statuses.append(it.status)
         h = it.hourly
-        if h.__class__ is tuple:  # a typed dns_query's row and its dns_conn_daily part
-            h, c = h
-            _tally(self.conn, c)
+        if h.__class__ is tuple:  # a summed dns_query (`rollup`)
+            hour, key, bucket, status, qname, conn = h
+            k = (hour, key, bucket)
+            s = self.hourly_sums.get(k)
+            if s is None:
+                s = self.hourly_sums[k] = [0, 0]
+            s[0] += 1
+            if status != "ok":
+                s[1] += 1
+                k = (hour, key, status)
+                self.status_sums[k] = self.status_sums.get(k, 0) + 1
+            k = (hour // _DAY_US * _DAY_US, key, qname, status)
+            self.name_sums[k] = self.name_sums.get(k, 0) + 1
+            _tally(self.conn, conn)
+            h = None
         self.hourly.append(h)
         self.starts.append(it.started)
         self.units.append(it.unit)
         self.months.add(it.month)
 
+    def finish(self) -> "Parsed":
+        """The sums as binary COPY rows of SUM_COLUMNS (built in the parser process)."""
+        self.sums = {
+            "hourly": [b"".join((_SUM_START["hourly"], _F8(8, hour), _group(key), _NULL if b is None else _F4(4, b),
+                                 _F4(4, n), _F4(4, f))) for (hour, key, b), (n, f) in self.hourly_sums.items()],
+            "status": [b"".join((_SUM_START["status"], _F8(8, hour), _group(key), _status(st), _F4(4, n)))
+                       for (hour, key, st), n in self.status_sums.items()],
+            "names": [b"".join((_SUM_START["names"], _F8(8, day), _group(key), _fields((qname, st)), _F4(4, n)))
+                      for (day, key, qname, st), n in self.name_sums.items()],
+            "conn": _conn_rows(self.conn),
+        }  # fmt: skip
+        self.hourly_sums, self.status_sums, self.name_sums, self.conn = {}, {}, {}, {}
+        return self
+
 
 def _parse_chunk(chunk: Chunk) -> Parsed:
     """Worker: validate a block's lines into `Item`s and quarantine rows."""
-    out = Parsed()
     lines = chunk.block.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
-    for lineno, text in enumerate(lines, chunk.first):
+    out = _parse_lines(chunk.source, enumerate(lines, chunk.first))
+    out.bad.extend((chunk.source, ln, reason, raw) for ln, reason, raw in chunk.bad)
+    return out
+
+
+def _parse_lines(source: str, lines: Iterable[tuple[int, bytes]], per_record: bool = False) -> Parsed:
+    """Numbered lines into `Item`s and quarantine rows (``per_record``: see `rollup`). The
+    cyclic garbage collector is off meanwhile: a parse makes no cycles, and its passes over the
+    chunk's growing lists cost ~7 % of the parse."""
+    collect = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_numbered(source, lines, per_record)
+    finally:
+        if collect:
+            gc.enable()
+
+
+def _parse_numbered(source: str, lines: Iterable[tuple[int, bytes]], per_record: bool) -> Parsed:
+    out = Parsed()
+    for lineno, text in lines:
         if text.endswith(b"\r"):
             text = text[:-1]
         if text[:1] != b"{" and not text.strip(b" \t\r"):  # (a record starts with "{": no copy of it)
             continue  # blank (JSON white space only): not a record
         try:
-            item = _record(text, lineno, out.dims)
+            item = _record(text, lineno, out.dims, per_record)
         except (ValueError, TypeError, OverflowError, RecursionError, struct.error) as exc:
             # RecordError, orjson's and Unicode errors are ValueErrors; the rest would be a
             # value the checks above missed: still one quarantined line, never a stopped run.
             reason = exc.reason if isinstance(exc, RecordError) else f"{type(exc).__name__}: {exc}"
             reason = quarantine_text(reason.encode("utf-8", "backslashreplace"))  # may quote the line
-            out.bad.append((chunk.source, lineno, reason, quarantine_text(text)))
+            out.bad.append((source, lineno, reason, quarantine_text(text)))
             continue
         out.add(item)
-    out.bad.extend((chunk.source, ln, reason, raw) for ln, reason, raw in chunk.bad)
-    return out
+    return out.finish()
 
 
 # --- files -> chunks (main process) ------------------------------------------------------
@@ -826,9 +902,15 @@ class Store:
         self.fields: dict[str, dict[bytes, bytes]] = {t: {} for t in _DIM_SQL}  # sha256 -> the id's COPY field
         self.probed: set[str] = set()  # files with a stored id: their batches probe first (`_store`)
         self.months: set[int] = set()
+        self.keyed: bool | None = None  # a store at 0022_hourly_keys or later: the parsers' sums (`_add_rollups`)
 
     def prepare(self, p: Parsed) -> None:
         """Dimension rows and partitions the batch needs, each in its own short transaction."""
+        if self.keyed is None and self.rollups:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                self.keyed = cur.execute(_HOURLY_KEYED).fetchone()[0]
+                if self.keyed:
+                    cur.execute(_SUM_TABLES)
         need = {
             "contexts": {k: v for k, v in p.dims.contexts.items() if k not in self.ids["contexts"]},
             "environments": {k: v for k, v in p.dims.environments.items() if k not in self.ids["environments"]},
@@ -855,9 +937,9 @@ class Store:
                                   (m // 12, m % 12 + 1))
             self.months.add(m)
 
-    def copy(self, cur: psycopg.Cursor, p: Parsed, idx: list[int], batch: int) -> int:
+    def copy(self, cur: psycopg.Cursor, p: Parsed, idx: list[int], batch: int, reparse=None) -> int:
         """COPY records ``idx`` of ``p`` into result_ids and their kind tables; the count COPY
-        reports is checked."""
+        reports is checked. ``reparse``: see `_add_rollups`."""
         b = _F4(4, batch)
         ctx = self.ids["contexts"]
         f_ctx, f_env, f_shape = self.fields["contexts"], self.fields["environments"], self.fields["dns_shapes"]
@@ -879,7 +961,7 @@ class Store:
             if data:
                 _copy(cur, _COPY[table], data)
         if self.rollups:
-            _add_rollups(cur, p, idx, ctx)
+            _add_rollups(cur, p, idx, ctx, self.keyed, reparse)
         return len(idx)
 
 
@@ -894,10 +976,17 @@ class Store:
 # statement's snapshot does not see; 0019's dns_name_keys do the same). Keys compare as text
 # arrays (NULL equals NULL, and hashes); the keys table is read for the batch's campaigns only.
 _HOURLY_UPSERT = """
-WITH k AS MATERIALIZED (
-    SELECT hour, ARRAY[campaign, vantage_id, network_profile, resolver, transport] AS key, bucket, count(*) AS n,
-           count(*) FILTER (WHERE status <> 'ok') AS f
-    FROM dnscamp_dns_in GROUP BY 1, 2, 3
+WITH summed AS (DELETE FROM dnscamp_hourly_sum RETURNING *  -- consumed: a batch stored row by row adds each once
+), k AS MATERIALIZED (
+    SELECT hour, ARRAY[campaign, vantage_id, network_profile, resolver, transport] AS key, bucket, sum(n)::int AS n,
+           sum(f)::int AS f
+    FROM (SELECT hour, campaign, vantage_id, network_profile, resolver, transport, bucket, 1 AS n,
+                 CASE WHEN status <> 'ok' THEN 1 ELSE 0 END AS f
+          FROM dnscamp_dns_in
+          UNION ALL
+          SELECT hour, campaign, vantage_id, network_profile, resolver, transport, bucket, n, failures
+          FROM summed) AS u
+    GROUP BY 1, 2, 3
 ), known AS MATERIALIZED (
     SELECT id, ARRAY[campaign, vantage_id, network_profile, resolver, transport] AS key FROM dns_hourly_keys
     WHERE campaign = ANY (ARRAY(SELECT DISTINCT key[1] FROM k))
@@ -936,7 +1025,51 @@ ON CONFLICT ON CONSTRAINT uq_dns_hourly DO UPDATE SET n = dns_hourly.n + EXCLUDE
     (buckets, counts) = (SELECT m.buckets, m.counts
                          FROM dnscamp_hist_sum(dns_hourly.buckets, dns_hourly.counts, EXCLUDED.buckets, EXCLUDED.counts) m)
 """
-_HOURLY_KEYED = "SELECT to_regclass('dns_hourly_keys') IS NOT NULL"  # one round trip a batch
+_HOURLY_KEYED = "SELECT to_regclass('dns_hourly_keys') IS NOT NULL"
+# The parsers' sums (`Parsed.finish`; stores at 0022_hourly_keys and later): the session's
+# temporary tables, created once per connection (`Store.prepare`), emptied at every commit.
+_SUM_TABLES = """
+SET LOCAL client_min_messages = warning;  -- no NOTICE when they exist
+CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_hourly_sum (hour timestamptz, campaign text, vantage_id text,
+    network_profile text, resolver text, transport text, bucket int, n int, failures int) ON COMMIT DELETE ROWS;
+CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_status_sum (hour timestamptz, campaign text, vantage_id text,
+    network_profile text, resolver text, transport text, status text, n int) ON COMMIT DELETE ROWS;
+CREATE TEMPORARY TABLE IF NOT EXISTS dnscamp_name_sum (day timestamptz, campaign text, vantage_id text,
+    network_profile text, resolver text, transport text, qname text, status text, n int) ON COMMIT DELETE ROWS;
+"""
+_SUM_COPY = {t: f"COPY dnscamp_{ {'hourly': 'hourly', 'status': 'status', 'names': 'name'}[t]}_sum ({', '.join(c)}) "
+             "FROM STDIN (FORMAT BINARY)" for t, c in SUM_COLUMNS.items()}  # fmt: skip
+# As 0017's dnscamp_rollup_dns and 0019's dnscamp_rollup_dns_names add a batch's rows (sign 1);
+# each statement empties the table it reads (as those functions do).
+_STATUS_SUM_UPSERT = """
+WITH summed AS (DELETE FROM dnscamp_status_sum RETURNING *)
+INSERT INTO dns_hourly_status AS h (hour, campaign, vantage_id, network_profile, resolver, transport, status, n)
+SELECT * FROM summed ORDER BY 1, 2, 3, 4, 5, 6, 7
+ON CONFLICT ON CONSTRAINT uq_dns_hourly_status DO UPDATE SET n = h.n + EXCLUDED.n
+"""
+_NAME_SUM_UPSERT = """
+WITH summed AS (DELETE FROM dnscamp_name_sum RETURNING *
+), n AS MATERIALIZED (
+    SELECT day, campaign, vantage_id, network_profile, ARRAY[resolver, transport, qname, status] AS key, n AS c
+    FROM summed
+), new AS (
+    INSERT INTO dns_name_keys AS k (resolver, transport, qname, status)
+    SELECT key[1], key[2], key[3], key[4]
+    FROM (SELECT key FROM n EXCEPT SELECT ARRAY[resolver, transport, qname, status] FROM dns_name_keys) AS m
+    ORDER BY 1, 2, 3, 4
+    ON CONFLICT ON CONSTRAINT uq_dns_name_keys DO UPDATE SET status = EXCLUDED.status
+    RETURNING k.id, ARRAY[k.resolver, k.transport, k.qname, k.status] AS key
+), k AS (
+    SELECT id, ARRAY[resolver, transport, qname, status] AS key FROM dns_name_keys
+    UNION ALL SELECT id, key FROM new
+)
+INSERT INTO dns_name_daily AS d (day, campaign, vantage_id, network_profile, keys, counts)
+SELECT n.day, n.campaign, n.vantage_id, n.network_profile, array_agg(k.id ORDER BY k.id), array_agg(n.c ORDER BY k.id)
+FROM n JOIN k ON k.key = n.key
+GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+ON CONFLICT ON CONSTRAINT uq_dns_name_daily DO UPDATE
+    SET (keys, counts) = (SELECT * FROM dnscamp_count_sum(d.keys, d.counts, EXCLUDED.keys, EXCLUDED.counts))
+"""
 # result_counts (records per context and status) and migration 0018's rollups of every record
 # kind (ingest_daily, unit_daily; docs/store.md "Rollups"): the batch's records summed here per
 # context and status, per context and UTC day (and unit; their ingest lags bucketed against the
@@ -1018,14 +1151,17 @@ def _health_params(cur: psycopg.Cursor, p: Parsed, idx: list[int], groups: dict[
     return [batch, *days, *per_unit]
 
 
-def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[bytes, int]) -> None:
+def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[bytes, int], keyed: bool,
+                 reparse) -> None:
     """The batch's new records into the rollups (dns_hourly, result_counts, 0017's
-    dns_hourly_status, dns_conn_daily, page_load_daily, and 0018's ingest_daily and unit_daily),
-    in the batch's transaction; keys in one order so that two ingests cannot deadlock."""
+    dns_hourly_status, dns_conn_daily, page_load_daily, 0018's ingest_daily and unit_daily, 0019's
+    dns_name_daily and page_load_url_daily), in the batch's transaction; keys in one order so that
+    two ingests cannot deadlock. The parsers' rows and sums cover the whole chunk: a batch that
+    stores some of its records only (or a store before 0022, ``keyed`` false, which takes
+    per-record rows) has its new records parsed again for them (``reparse(idx, per_record)``)."""
     counts: dict[tuple, int] = {}
     groups: dict[tuple, list[int]] = {}  # (context id, UTC day) -> the records
-    dns, page_loads = [], []
-    ctxs, statuses, starts, hourly = p.ctxs, p.statuses, p.starts, p.hourly
+    ctxs, statuses, starts = p.ctxs, p.statuses, p.starts
     for i in idx:
         c = ctx_ids[ctxs[i]]
         k = (c, statuses[i])
@@ -1036,19 +1172,30 @@ def _add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[b
             groups[g] = [i]
         else:
             members.append(i)
-        if (h := hourly[i]) is not None:
+    r = p if keyed and len(idx) == len(p.ids) else reparse(idx, not keyed)
+    dns, page_loads = [], []
+    for h in r.hourly:
+        if h is not None:
             (dns if h[:2] == _HOURLY_START else page_loads).append(h)  # the field count says which
-    if dns or page_loads:
+    sums = {t: rows for t, rows in r.sums.items() if rows}
+    if dns or page_loads or sums:
         cur.execute("SELECT dnscamp_rollup_temp()")
+    for t in ("hourly", "status", "names"):
+        if t in sums:
+            _copy(cur, _SUM_COPY[t], sums[t])
     if dns:
         _copy(cur, f"COPY dnscamp_dns_in ({', '.join(HOURLY_COLUMNS)}) FROM STDIN (FORMAT BINARY)", dns)
-        cur.execute(_HOURLY_UPSERT if cur.execute(_HOURLY_KEYED).fetchone()[0] else _HOURLY_UPSERT_0013)
-        # the parsers' dns_conn_daily sums hold the whole chunk: used when every record is new
-        summed = bool(p.conn) and len(idx) == len(p.ids)
-        if summed:
-            _copy(cur, f"COPY dnscamp_conn_in ({', '.join(CONN_COLUMNS)}) FROM STDIN (FORMAT BINARY)", _conn_rows(p.conn))
-            cur.execute("SELECT dnscamp_rollup_conn()")
-        cur.execute("SELECT dnscamp_rollup_dns(1, %s)", (summed,))
+    if dns or "hourly" in sums:
+        cur.execute(_HOURLY_UPSERT if keyed else _HOURLY_UPSERT_0013)
+    if "status" in sums:
+        cur.execute(_STATUS_SUM_UPSERT)
+    if "names" in sums:
+        cur.execute(_NAME_SUM_UPSERT)
+    if "conn" in sums:
+        _copy(cur, f"COPY dnscamp_conn_in ({', '.join(CONN_COLUMNS)}) FROM STDIN (FORMAT BINARY)", sums["conn"])
+        cur.execute("SELECT dnscamp_rollup_conn()")
+    if dns:  # dns_hourly_status, dns_conn_daily and dns_name_daily of the per-record rows
+        cur.execute("SELECT dnscamp_rollup_dns(1, false)")
     if page_loads:
         _copy(cur, f"COPY dnscamp_pl_in ({', '.join(PAGE_LOAD_COLUMNS)}) FROM STDIN (FORMAT BINARY)", page_loads)
         cur.execute("SELECT dnscamp_rollup_page_load(1)")
@@ -1079,10 +1226,19 @@ def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool, probe: 
     out = _Outcome(bad=list(p.bad))
     lines: list[bytes] | None = None
 
-    def raw(lineno: int) -> str:
+    def line(lineno: int) -> bytes:
         nonlocal lines
         lines = lines if lines is not None else chunk.block.split(b"\n")
-        return quarantine_text(lines[lineno - chunk.first].rstrip(b"\r"))
+        return lines[lineno - chunk.first]
+
+    def raw(lineno: int) -> str:
+        return quarantine_text(line(lineno).rstrip(b"\r"))
+
+    def reparse(idx: list[int], per_record: bool) -> Parsed:  # `_add_rollups`: records idx parsed again
+        r = _parse_lines(chunk.source, [(p.lines[i], line(p.lines[i])) for i in idx], per_record)
+        if r.bad or len(r.ids) != len(idx):
+            raise IngestError(f"{chunk.source}: line {chunk.first}ff: a second parse of the batch differs from the first")
+        return r
 
     with conn.transaction(), conn.cursor() as cur:
         known: dict[str, tuple] = {}
@@ -1111,13 +1267,13 @@ def _store_once(store: Store, chunk: Chunk, p: Parsed, row_by_row: bool, probe: 
             batch = cur.execute("INSERT INTO ingest_batches (source_file) VALUES (%s) RETURNING id", (chunk.source,))
             batch = batch.fetchone()[0]
         if not row_by_row:
-            out.ingested = store.copy(cur, p, new, batch) if new else 0
+            out.ingested = store.copy(cur, p, new, batch, reparse) if new else 0
             fine += (p.lines[i] for i in new)
         else:  # Postgres refused a value that passed our checks: find the line(s)
             for i in new:
                 try:
                     with conn.transaction():
-                        out.ingested += store.copy(cur, p, [i], batch)
+                        out.ingested += store.copy(cur, p, [i], batch, reparse)
                     fine.append(p.lines[i])
                 except psycopg.DataError as exc:
                     reason = f"rejected by the store: {errors.first_line(exc)}"
@@ -1218,7 +1374,7 @@ def _input_bytes(files: list[Path]) -> int:
 # VACUUM skips a table it may not vacuum (PostgreSQL before 17) with a warning.
 ROLLUP_TABLES = ("dns_hourly", "result_counts", "dns_hourly_status", "dns_conn_daily", "page_load_daily",
                  "ingest_daily", "unit_daily", "dns_name_daily", "page_load_url_daily")  # fmt: skip
-VACUUM_EVERY = 8  # batches (~64 MB of input): ~0.7 us a record at 1 M dns_query records
+VACUUM_EVERY = 2  # batches (~64 MB of input): ~0.7 us a record at 1 M dns_query records
 
 
 def _vacuum_rollups(url: str, vacuum: tuple | None) -> tuple[psycopg.Connection, list[str]]:

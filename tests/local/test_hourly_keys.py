@@ -206,10 +206,13 @@ def test_two_ingests_adding_the_same_new_key_at_once_share_it(fresh_db):
             ("2026-11-01 10:00+00", "race", "v1", "p", None, "do53", "timeout", None),
             ("2026-11-01 11:00+00", "race", "v2", None, None, None, "ok", 310)]
 
-    def add(c) -> None:
+    def add(c) -> None:  # the first row as a parser's sum, the others as per-record rows
         c.execute("SELECT dnscamp_rollup_temp()")
+        c.execute(ingest_mod._SUM_TABLES)
+        c.execute("INSERT INTO dnscamp_hourly_sum (hour, campaign, vantage_id, network_profile, resolver, transport, "
+                  "bucket, n, failures) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, 0)", rows[0][:6] + rows[0][7:])  # fmt: skip
         c.cursor().executemany("INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, "
-                               "transport, status, bucket) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows)  # fmt: skip
+                               "transport, status, bucket) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows[1:])  # fmt: skip
         c.execute(ingest_mod._HOURLY_UPSERT)
 
     with psycopg.connect(fresh_db) as a, psycopg.connect(fresh_db) as b:

@@ -158,8 +158,8 @@ def _forge_timestamp(record, bad_line: int):
 
     forged_ts = struct.pack(">iq", 8, -(2**62))
 
-    def forged(text, lineno, dims):
-        item = record(text, lineno, dims)
+    def forged(text, lineno, dims, *rest):
+        item = record(text, lineno, dims, *rest)
         if lineno == bad_line:
             pos = 4 + 16  # the id field
             item = dataclasses.replace(item, row=item.row[:pos] + forged_ts + item.row[pos + 12 :])
