@@ -290,7 +290,7 @@ class Item:
     row: bytes
     month: int  # year * 12 + month - 1 of started_at (UTC): the partition
     status: str
-    hourly: bytes | None  # a dns_query's or page_load's rollup row (`rollup`)
+    hourly: bytes | tuple | None  # a dns_query's or page_load's rollup row, or a summed dns_query's tuple (`rollup`)
     started: int  # started_at, µs since PG_EPOCH (ingest_daily: day, first / last, ingest lag)
     unit: str | None  # the planner unit (unit_daily)
 
@@ -323,9 +323,10 @@ def _text(v: Any) -> str | None:
 # A record's rollup row (`rollup`), COPYed into the session's temporary tables of migration 0017
 # (dnscamp_rollup_temp) and summed by Postgres (`_add_rollups`): a dns_query's that the parser
 # does not sum into dnscamp_dns_in (dns_hourly, dns_hourly_status, dns_conn_daily, dns_name_daily),
-# a page_load's into dnscamp_pl_in (page_load_daily, page_load_url_daily). A dns_query row carries its shape's sha256 and its typed columns (the
-# `dns_split` fields as they are: Postgres computes the measures from them and the shape) or,
-# when it has no shape, its body.
+# a page_load's into dnscamp_pl_in (page_load_daily, page_load_url_daily). A dns_query row
+# carries its shape's sha256 and its typed columns (the `dns_split` fields as they are: Postgres
+# computes the measures from them and the shape) or, when it has no shape, its body. Its
+# ``counted`` is false since the parsers sum every query they can (0017's skip_counted is unused).
 HOURLY_COLUMNS = ("hour", "campaign", "vantage_id", "network_profile", "resolver", "transport", "status", "bucket",
                   "counted", "shape", "body", *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
 PAGE_LOAD_COLUMNS = ("day", "campaign", "vantage_id", "network_profile", "status", "body")
