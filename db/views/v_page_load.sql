@@ -9,20 +9,23 @@
 -- warm_origin (0016): false, never NULL, for a cold load, whether its body has no warm_origin
 -- key (records before warm loads) or warm_origin: null; request_in_0rtt is NULL for a cold
 -- load and for a warm one whose netlog had no QUIC session to the origin (sessions 0: h2).
+-- url, browser, dns_mode, dns_transport and plt_ms (0023) are generic_results' stored columns
+-- pl_*: the same expressions on the body, computed when the row is written (a query grouping
+-- or pairing loads reads them without parsing the body).
 CREATE OR REPLACE VIEW v_page_load AS
 SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,
-       r.body ->> 'url' AS url,
+       r.pl_url AS url,
        r.body ->> 'final_url' AS final_url,
-       r.body ->> 'browser' AS browser,
+       r.pl_browser AS browser,
        r.body ->> 'browser_version' AS browser_version,
        r.body ->> 'driver_version' AS driver_version,
-       r.body ->> 'dns_mode' AS dns_mode,
-       r.body ->> 'dns_transport' AS dns_transport,
+       r.pl_dns_mode AS dns_mode,
+       r.pl_dns_transport AS dns_transport,
        r.body ->> 'resolver' AS resolver,
        r.body ->> 'http' AS http,
        JSON_VALUE(r.body, '$.timeout_s' RETURNING float8) AS timeout_s,
-       JSON_VALUE(r.body, '$.plt_ms' RETURNING float8) AS plt_ms,
+       r.pl_plt_ms AS plt_ms,
        JSON_VALUE(r.body, '$.navigation.domContentLoadedEventStart' RETURNING float8) AS dom_content_loaded_ms,
        JSON_VALUE(r.body, '$.navigation.responseStart' RETURNING float8) AS ttfb_ms,
        JSON_VALUE(r.body, '$.navigation.domainLookupEnd - $.navigation.domainLookupStart' RETURNING float8) AS doc_dns_ms,
