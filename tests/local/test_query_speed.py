@@ -53,3 +53,46 @@ def test_ns_ms_equals_the_numeric_difference(db_url, pairs):
             ([a for a, _ in pairs], [b for _, b in pairs]),
         ).fetchall()
     assert [r[0] for r in rows] == [r[1] for r in rows]
+
+
+def test_v_dns_query_is_0015s_view_flattened(fresh_db, tmp_path):
+    """0024 wrote v_dns_query without WITH: a query's plan scans the tables with no subquery scan
+    of the view above them, and the view gives every row and column that 0015's definition
+    gives, over typed rows (the demo data and a generated campaign) and bodies stored whole in
+    generic_results (a value of another type, a missing key)."""
+    import json
+    import uuid
+    from pathlib import Path
+
+    from db.migrations.views import view_sql
+    from tests.local.test_sql_examples import gen
+    from tests.scaffolding.demo_data import load_demo
+
+    load_demo(fresh_db)
+    gen.generate(tmp_path, seed=24, dns_queries_n=1500, page_loads_n=10, atlas_n=10, campaign="flat")
+    gen.load(tmp_path, fresh_db, workers=1)
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "v1" / "dns_query.jsonl"
+    rec = json.loads(fixture.read_text().splitlines()[0])
+    odd = [{**rec["body"], "t_start": "late"}, {k: v for k, v in rec["body"].items() if k != "answers"},
+           {**rec["body"], "port": 1e300, "transport": ["doh"]}]
+    with psycopg.connect(fresh_db) as c:
+        v = rec["vantage"]
+        for body in odd:
+            c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region,"
+                      " network_profile, started_at, status, error, env, body)"
+                      " VALUES (%s, %s, %s, 'flat', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                      (str(uuid.uuid4()), rec["schema"], rec["kind"], rec["run"], rec.get("unit"), v["id"], v["provider"],
+                       v.get("region"), v.get("network_profile"), rec["started_at"], rec["status"], rec.get("error"),
+                       json.dumps(rec.get("env", {})), json.dumps(body)))
+        assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] >= len(odd)
+        c.execute(view_sql("0015_query_speed", "v_dns_query").replace("VIEW v_dns_query AS", "VIEW v_dns_query_0015 AS"))
+        cols = [r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
+                                        "WHERE table_name = 'v_dns_query' ORDER BY ordinal_position")]
+        # every column as text (jsonb and floats compare exactly so), rows in id order
+        select = "SELECT " + ", ".join(f"{col}::text" for col in cols) + " FROM {} ORDER BY id"
+        new, old = c.execute(select.format("v_dns_query")).fetchall(), c.execute(select.format("v_dns_query_0015")).fetchall()
+        assert len(new) > 1500 and new == old
+        query = "SELECT transport, percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) FROM {} GROUP BY 1"
+        new, old = _plan(c, query.format("v_dns_query")), _plan(c, query.format("v_dns_query_0015"))
+    assert "Subquery Scan on v_dns_query_0015" in old and "Result" in old  # the whole projection, every row
+    assert "Subquery Scan on v_dns_query" not in new and "Result" not in new and "dns_queries" in new, new
