@@ -14,12 +14,11 @@ import subprocess
 import sys
 import tarfile
 import uuid
+import warnings
 from pathlib import Path
 
 import psycopg
 import pytest
-import warnings
-
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext

@@ -8,6 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from db.migrations.views import view_sql
+from tests.local.test_migrations import _fixture_records, _insert_result
+from tests.local.test_sql_examples import gen
+from tests.scaffolding.demo_data import load_demo
+
 pytestmark = pytest.mark.local
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -60,30 +65,15 @@ def test_v_dns_query_is_0015s_view_flattened(fresh_db, tmp_path):
     of the view above them, and the view gives every row and column that 0015's definition
     gives, over typed rows (the demo data and a generated campaign) and bodies stored whole in
     generic_results (a value of another type, a missing key)."""
-    import json
-    import uuid
-    from pathlib import Path
-
-    from db.migrations.views import view_sql
-    from tests.local.test_sql_examples import gen
-    from tests.scaffolding.demo_data import load_demo
-
     load_demo(fresh_db)
     gen.generate(tmp_path, seed=24, dns_queries_n=1500, page_loads_n=10, atlas_n=10, campaign="flat")
     gen.load(tmp_path, fresh_db, workers=1)
-    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "v1" / "dns_query.jsonl"
-    rec = json.loads(fixture.read_text().splitlines()[0])
+    rec = next(r for r in _fixture_records() if r["kind"] == "dns_query")
     odd = [{**rec["body"], "t_start": "late"}, {k: v for k, v in rec["body"].items() if k != "answers"},
            {**rec["body"], "port": 1e300, "transport": ["doh"]}]
     with psycopg.connect(fresh_db) as c:
-        v = rec["vantage"]
         for body in odd:
-            c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region,"
-                      " network_profile, started_at, status, error, env, body)"
-                      " VALUES (%s, %s, %s, 'flat', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                      (str(uuid.uuid4()), rec["schema"], rec["kind"], rec["run"], rec.get("unit"), v["id"], v["provider"],
-                       v.get("region"), v.get("network_profile"), rec["started_at"], rec["status"], rec.get("error"),
-                       json.dumps(rec.get("env", {})), json.dumps(body)))
+            _insert_result(c, {**rec, "body": body}, "flat")
         assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] >= len(odd)
         c.execute(view_sql("0015_query_speed", "v_dns_query").replace("VIEW v_dns_query AS", "VIEW v_dns_query_0015 AS"))
         cols = [r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "

@@ -6,7 +6,7 @@ are inlined only when that subquery is planned on its own), so every query of 00
 a subquery scan of the view, with a Result node computing the view's projection for every row
 above the scans. Written without WITH, the planner flattens the view into the query and
 computes only the columns it reads. At 10 M records the exact p50 total_ms per transport over
-7 days took 1.07–1.18 s instead of 1.22–1.57 s (the same query on the tables: 0.95–0.98 s).
+7 days took 1,132 ms instead of 1,270 (docs/benchmarks.md, "`v_dns_query` flattened").
 
 Revision ID: 0024_flat_dns_query
 Revises: 0023_page_load_columns
