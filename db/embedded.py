@@ -22,6 +22,7 @@ import grp
 import os
 import platform
 import pwd
+import re
 import secrets
 import shutil
 import stat
@@ -313,6 +314,27 @@ def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
     _write_private(c.data / "pg_hba.conf", HBA, acct)
 
 
+# Planner settings of dnscamp's cluster: `_add_tuning` writes each into postgresql.conf before a
+# start when the file does not set it, so a new cluster gets them and an older one at its next
+# start; a value an operator wrote there is kept (and ALTER SYSTEM's postgresql.auto.conf wins).
+TUNING = {
+    # The big tables are written in time order and read by time window through their BRIN
+    # indexes, so a window's heap pages are read in order, not at random. At the default 4 the
+    # planner read the whole month of generic_results for a 7-day question instead of the
+    # window's pages (docs/benchmarks.md "store", session 10); 3 changed no dashboard's plan.
+    "random_page_cost": "3",
+}
+
+
+def _add_tuning(c: Cluster) -> None:
+    conf = c.data / "postgresql.conf"
+    text = conf.read_text()
+    missing = [k for k in TUNING if not re.search(rf"^\s*{k}\s*=", text, re.MULTILINE)]
+    if missing:
+        with open(conf, "a") as f:  # appending keeps the file's owner and mode
+            f.write("\n# dnscamp (planner)\n" + "".join(f"{k} = {TUNING[k]}\n" for k in missing))
+
+
 def _last_line(text: str, rc: int) -> str:
     return (text.strip().splitlines() or [f"exit status {rc}"])[-1]
 
@@ -411,6 +433,7 @@ def up(c: Cluster | None = None) -> Cluster:
             _stop(c, acct)
             running = False
         if not running:
+            _add_tuning(c)
             _start(c, acct)
         if _hba_is_weak(c):
             _harden(c, acct, pw)

@@ -27,3 +27,43 @@ def test_up_status_url_psql(db_url):
     assert r.returncode == 0 and r.stdout.strip() == "t", r.stderr
     r = run("db", "url", "--role", "admin")
     assert r.returncode == 2 and "unknown role 'admin'" in r.stderr
+
+
+def test_planner_tuning_is_added_once_and_an_operators_value_kept():
+    """`db up` gives a new cluster dnscamp's planner settings (db/embedded.py TUNING), adds them
+    to an older cluster's postgresql.conf at its next start, and keeps a value an operator set."""
+    import os
+    import shutil
+    import tempfile
+
+    from db import embedded
+
+    base = Path(tempfile.mkdtemp(prefix="dnscamp-tuning-"))  # under /tmp: the service user (as root) reaches it
+    base.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "DNSCAMP_DATABASE_URL"}
+    env["DNSCAMP_HOME"] = str(base / "home")
+
+    def db(*args):
+        r = subprocess.run([DNSCAMP, "db", *args], capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout.strip()
+
+    conf = base / "home" / "pg" / "data" / "postgresql.conf"
+    try:
+        db("up")
+        assert db("psql", "-At", "-c", "SHOW random_page_cost") == embedded.TUNING["random_page_cost"]
+        db("down")
+        ours = f"random_page_cost = {embedded.TUNING['random_page_cost']}\n"
+        assert conf.read_text().count(ours) == 1
+        conf.write_text(conf.read_text().replace(ours, ""))  # a cluster made before the setting
+        db("up")
+        assert conf.read_text().count(ours) == 1  # added back, once
+        assert db("psql", "-At", "-c", "SHOW random_page_cost") == embedded.TUNING["random_page_cost"]
+        db("down")
+        conf.write_text(conf.read_text().replace(ours, "random_page_cost = 1.1  # the operator's\n"))
+        db("up")
+        assert ours not in conf.read_text()
+        assert db("psql", "-At", "-c", "SHOW random_page_cost") == "1.1"
+    finally:
+        subprocess.run([DNSCAMP, "db", "down"], capture_output=True, timeout=120, env=env)
+        shutil.rmtree(base, ignore_errors=True)
