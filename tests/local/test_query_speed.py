@@ -31,7 +31,9 @@ def _plan(conn: psycopg.Connection, query: str) -> str:
         ("SELECT campaign, avg(total_ms) FROM v_dns_query GROUP BY 1", ("environments", "dns_shapes"),
          ("contexts", "kind_started")),
         ("SELECT tool_versions FROM v_dns_query", (), ("environments",)),
-        ("SELECT kind, count(*) FROM v_results GROUP BY 1", ("environments", "ingest_batches"), ("contexts",)),
+        # kind is read from the tables (0025): a count per kind joins no dimension
+        ("SELECT kind, count(*) FROM v_results GROUP BY 1", ("environments", "ingest_batches", "contexts"), ()),
+        ("SELECT kind, campaign, count(*) FROM v_results GROUP BY 1, 2", ("environments", "ingest_batches"), ("contexts",)),
         ("SELECT browser, avg(plt_ms) FROM v_page_load GROUP BY 1", ("environments", "contexts"), ()),
         ("SELECT seed FROM v_page_load", (), ("environments",)),
     ],
@@ -86,3 +88,30 @@ def test_v_dns_query_is_0015s_view_flattened(fresh_db, tmp_path):
         new, old = _plan(c, query.format("v_dns_query")), _plan(c, query.format("v_dns_query_0015"))
     assert "Subquery Scan on v_dns_query_0015" in old and "Result" in old  # the whole projection, every row
     assert "Subquery Scan on v_dns_query" not in new and "Result" not in new and "dns_queries" in new, new
+
+
+def test_v_results_reads_kind_from_its_tables_as_0015_did_from_contexts(fresh_db, tmp_path):
+    """0025 reads v_results.kind from dns_queries (always dns_query) and generic_results (its
+    kind column) instead of the context: every row and column is what 0015's definition gives,
+    over ingested records of every kind (the demo data, a generated campaign) and records
+    written through the results view (a dns_query body stored whole, a ping)."""
+    load_demo(fresh_db)
+    gen.generate(tmp_path, seed=25, dns_queries_n=400, page_loads_n=60, atlas_n=10, campaign="kinds")
+    gen.load(tmp_path, fresh_db, workers=1)
+    recs = _fixture_records()
+    dns = next(r for r in recs if r["kind"] == "dns_query")
+    written = [{**dns, "body": {**dns["body"], "t_start": "late"}}, *(r for r in recs if r["kind"] != "dns_query")]
+    with psycopg.connect(fresh_db) as c:
+        for rec in written:
+            _insert_result(c, rec, "kinds")
+        kinds = {k for (k,) in c.execute("SELECT DISTINCT kind FROM generic_results")}
+        assert {"dns_query", "page_load"} <= kinds and len(kinds) >= 3, kinds
+        c.execute(view_sql("0015_query_speed", "v_results").replace("VIEW v_results AS", "VIEW v_results_0015 AS"))
+        cols = [r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
+                                        "WHERE table_name = 'v_results' ORDER BY ordinal_position")]
+        select = "SELECT " + ", ".join(f"{col}::text" for col in cols) + " FROM {} ORDER BY id"
+        new, old = c.execute(select.format("v_results")).fetchall(), c.execute(select.format("v_results_0015")).fetchall()
+        assert len(new) > 460 and new == old
+        query = "SELECT kind, date_trunc('day', started_at), count(*) FROM {} GROUP BY 1, 2"
+        new, old = _plan(c, query.format("v_results")), _plan(c, query.format("v_results_0015"))
+    assert "contexts" in old and "contexts" not in new, new
