@@ -308,31 +308,66 @@ def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
         f.write(
             "\n# dnscamp\nlisten_addresses = ''\nunix_socket_directories = '{}'\n"
             "password_encryption = scram-sha-256\n"
-            "max_connections = 50\nshared_buffers = 256MB\nwal_level = minimal\nmax_wal_senders = 0\n"
+            "max_connections = 50\nwal_level = minimal\nmax_wal_senders = 0\n"
             "synchronous_commit = off\nmax_wal_size = 2GB\n".format(c.socket_dir)
         )
     _write_private(c.data / "pg_hba.conf", HBA, acct)
 
 
-# Planner settings of dnscamp's cluster: `_add_tuning` writes each into postgresql.conf before a
-# start when the file does not set it, so a new cluster gets them and an older one at its next
-# start; a value an operator wrote there is kept (and ALTER SYSTEM's postgresql.auto.conf wins).
-TUNING = {
-    # The big tables are written in time order and read by time window through their BRIN
-    # indexes, so a window's heap pages are read in order, not at random. At the default 4 the
-    # planner read the whole month of generic_results for a 7-day question instead of the
-    # window's pages (docs/benchmarks.md "store", session 10); 3 changed no dashboard's plan.
-    "random_page_cost": "3",
-}
+# Memory, I/O and planner settings of dnscamp's cluster: `_add_tuning` writes each into
+# postgresql.conf before a start when the file does not set it, so a new cluster gets them and
+# an older one at its next start; a value an operator wrote there is kept (and ALTER SYSTEM's
+# postgresql.auto.conf wins over both). Measured on the 10 M store (docs/benchmarks.md "store",
+# session 10).
+_MIB = 1 << 20
+
+
+def _memory_bytes() -> int:
+    """The machine's RAM, or the cgroup's limit when it has a lower one (a container)."""
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return ram
+    return min(ram, int(limit)) if limit.isdigit() else ram
+
+
+def tuning() -> dict[str, str]:
+    return {
+        # A quarter of the memory (PostgreSQL's usual advice for a dedicated server), at least
+        # the 256 MB dnscamp gave before and at most 8 GB: a 7-day window of a 10 M campaign
+        # (~0.9 GB of heap) then stays in shared buffers; at 256 MB every query read it again
+        # from the OS page cache (7-day questions 10-20 % slower).
+        "shared_buffers": f"{max(256, min(_memory_bytes() // 4 // _MIB, 8192))}MB",
+        # PostgreSQL 18's default, worker, hands every read to I/O worker processes; with the
+        # store's pages in the page cache and few cores they take CPU from the query: a 30-day
+        # scan (10 M rows) was 15 % slower than with the backends reading themselves.
+        "io_method": "sync",
+        # The big tables are written in time order and read by time window through their BRIN
+        # indexes, so a window's heap pages are read in order, not at random. At the default 4
+        # the planner read the whole month of generic_results for a 7-day question instead of
+        # the window's pages; 3 changed no dashboard's plan.
+        "random_page_cost": "3",
+    }
+
+
+# what dnscamp's initdb wrote before `tuning` (an operator's own value differs from it)
+_OLD_DEFAULT = "\nmax_connections = 50\nshared_buffers = 256MB\n"
 
 
 def _add_tuning(c: Cluster) -> None:
     conf = c.data / "postgresql.conf"
     text = conf.read_text()
-    missing = [k for k in TUNING if not re.search(rf"^\s*{k}\s*=", text, re.MULTILINE)]
+    if _OLD_DEFAULT in text:
+        text = text.replace(_OLD_DEFAULT, "\nmax_connections = 50\n", 1)
+        conf.write_text(text)  # the same file: keeps its owner and mode
+    want = tuning()
+    # set in the file by someone: a line of its own, not initdb's (shared_buffers, with its
+    # template's comment "# min 128kB")
+    missing = [k for k in want if not any("# min 128kB" not in m for m in re.findall(rf"^\s*{k}\s*=.*$", text, re.MULTILINE))]
     if missing:
         with open(conf, "a") as f:  # appending keeps the file's owner and mode
-            f.write("\n# dnscamp (planner)\n" + "".join(f"{k} = {TUNING[k]}\n" for k in missing))
+            f.write("\n# dnscamp (memory, I/O, planner)\n" + "".join(f"{k} = {want[k]}\n" for k in missing))
 
 
 def _last_line(text: str, rc: int) -> str:

@@ -29,9 +29,10 @@ def test_up_status_url_psql(db_url):
     assert r.returncode == 2 and "unknown role 'admin'" in r.stderr
 
 
-def test_planner_tuning_is_added_once_and_an_operators_value_kept():
-    """`db up` gives a new cluster dnscamp's planner settings (db/embedded.py TUNING), adds them
-    to an older cluster's postgresql.conf at its next start, and keeps a value an operator set."""
+def test_tuning_is_added_once_and_an_operators_value_kept():
+    """`db up` gives a new cluster dnscamp's settings (db/embedded.py `tuning`: memory, I/O,
+    planner), adds them to an older cluster's postgresql.conf at its next start (replacing the
+    256 MB that dnscamp's initdb wrote before), and keeps a value an operator set."""
     import os
     import shutil
     import tempfile
@@ -48,22 +49,30 @@ def test_planner_tuning_is_added_once_and_an_operators_value_kept():
         assert r.returncode == 0, (args, r.stderr)
         return r.stdout.strip()
 
+    def shown() -> dict[str, str]:
+        return {k: db("psql", "-At", "-c", f"SHOW {k}") for k in want}
+
+    want = embedded.tuning()
+    assert want["shared_buffers"] != "256MB" or embedded._memory_bytes() < 1 << 30  # sized to the machine
     conf = base / "home" / "pg" / "data" / "postgresql.conf"
+    ours = "".join(f"{k} = {v}\n" for k, v in want.items())
     try:
         db("up")
-        assert db("psql", "-At", "-c", "SHOW random_page_cost") == embedded.TUNING["random_page_cost"]
+        assert shown() == want
         db("down")
-        ours = f"random_page_cost = {embedded.TUNING['random_page_cost']}\n"
         assert conf.read_text().count(ours) == 1
-        conf.write_text(conf.read_text().replace(ours, ""))  # a cluster made before the setting
+        # a cluster as dnscamp made it before these settings
+        old = conf.read_text().replace(ours, "").replace("max_connections = 50\n", "max_connections = 50\nshared_buffers = 256MB\n")
+        conf.write_text(old)
         db("up")
-        assert conf.read_text().count(ours) == 1  # added back, once
-        assert db("psql", "-At", "-c", "SHOW random_page_cost") == embedded.TUNING["random_page_cost"]
+        text = conf.read_text()
+        assert text.count(ours) == 1 and "shared_buffers = 256MB" not in text  # added back, once
+        assert shown() == want
         db("down")
-        conf.write_text(conf.read_text().replace(ours, "random_page_cost = 1.1  # the operator's\n"))
+        conf.write_text(text.replace("random_page_cost = 3\n", "random_page_cost = 1.1  # the operator's\n"))
         db("up")
-        assert ours not in conf.read_text()
-        assert db("psql", "-At", "-c", "SHOW random_page_cost") == "1.1"
+        assert shown() == {**want, "random_page_cost": "1.1"}
+        assert "random_page_cost = 3" not in conf.read_text()
     finally:
         subprocess.run([DNSCAMP, "db", "down"], capture_output=True, timeout=120, env=env)
         shutil.rmtree(base, ignore_errors=True)
