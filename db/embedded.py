@@ -314,7 +314,7 @@ def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
     _write_private(c.data / "pg_hba.conf", HBA, acct)
 
 
-# Memory, I/O and planner settings of dnscamp's cluster: `_add_tuning` writes each into
+# Memory and planner settings of dnscamp's cluster: `_add_tuning` writes each into
 # postgresql.conf before a start when the file does not set it, so a new cluster gets them and
 # an older one at its next start; a value an operator wrote there is kept (and ALTER SYSTEM's
 # postgresql.auto.conf wins over both). Measured on the 10 M store (docs/benchmarks.md "store",
@@ -339,10 +339,6 @@ def tuning() -> dict[str, str]:
         # (~0.9 GB of heap) then stays in shared buffers; at 256 MB every query read it again
         # from the OS page cache (7-day questions 10-20 % slower).
         "shared_buffers": f"{max(256, min(_memory_bytes() // 4 // _MIB, 8192))}MB",
-        # PostgreSQL 18's default, worker, hands every read to I/O worker processes; with the
-        # store's pages in the page cache and few cores they take CPU from the query: a 30-day
-        # scan (10 M rows) was 15 % slower than with the backends reading themselves.
-        "io_method": "sync",
         # The big tables are written in time order and read by time window through their BRIN
         # indexes, so a window's heap pages are read in order, not at random. At the default 4
         # the planner read the whole month of generic_results for a 7-day question instead of
@@ -367,7 +363,7 @@ def _add_tuning(c: Cluster) -> None:
     missing = [k for k in want if not any("# min 128kB" not in m for m in re.findall(rf"^\s*{k}\s*=.*$", text, re.MULTILINE))]
     if missing:
         with open(conf, "a") as f:  # appending keeps the file's owner and mode
-            f.write("\n# dnscamp (memory, I/O, planner)\n" + "".join(f"{k} = {want[k]}\n" for k in missing))
+            f.write("\n# dnscamp (memory, planner)\n" + "".join(f"{k} = {want[k]}\n" for k in missing))
 
 
 def _last_line(text: str, rc: int) -> str:

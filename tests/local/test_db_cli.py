@@ -30,7 +30,7 @@ def test_up_status_url_psql(db_url):
 
 
 def test_tuning_is_added_once_and_an_operators_value_kept():
-    """`db up` gives a new cluster dnscamp's settings (db/embedded.py `tuning`: memory, I/O,
+    """`db up` gives a new cluster dnscamp's settings (db/embedded.py `tuning`: memory and
     planner), adds them to an older cluster's postgresql.conf at its next start (replacing the
     256 MB that dnscamp's initdb wrote before), and keeps a value an operator set."""
     import os
