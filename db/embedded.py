@@ -322,14 +322,30 @@ def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
 _MIB = 1 << 20
 
 
-def _memory_bytes() -> int:
-    """The machine's RAM, or the cgroup's limit when it has a lower one (a container)."""
+def _memory_bytes(proc: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The machine's RAM, or our cgroup's memory limit when it is lower (a container, a systemd
+    unit with MemoryMax=): cgroup v2's memory.max or v1's memory.limit_in_bytes."""
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        groups = proc.read_text().splitlines()
     except OSError:
         return ram
-    return min(ram, int(limit)) if limit.isdigit() else ram
+    limits = []
+    for line in groups:
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":
+            f = root / group.lstrip("/") / "memory.max"
+        elif "memory" in controllers.split(","):
+            f = root / "memory" / group.lstrip("/") / "memory.limit_in_bytes"
+        else:
+            continue
+        try:
+            value = f.read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit():  # v2 writes "max" for no limit, v1 a huge number
+            limits.append(int(value))
+    return min([ram, *limits])
 
 
 def tuning() -> dict[str, str]:
