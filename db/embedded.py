@@ -332,7 +332,10 @@ def _memory_bytes(proc: Path = Path("/proc/self/cgroup"), root: Path = Path("/sy
         return ram
     limits = []
     for line in groups:
-        _, controllers, group = line.split(":", 2)
+        parts = line.split(":", 2)  # hierarchy-ID:controllers:path
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
         if controllers == "":
             f = root / group.lstrip("/") / "memory.max"
         elif "memory" in controllers.split(","):
@@ -349,6 +352,7 @@ def _memory_bytes(proc: Path = Path("/proc/self/cgroup"), root: Path = Path("/sy
 
 
 def tuning() -> dict[str, str]:
+    """The settings `_add_tuning` writes, for this machine."""
     return {
         # A quarter of the memory (PostgreSQL's usual advice for a dedicated server), at least
         # the 256 MB dnscamp gave before and at most 8 GB: a 7-day window of a 10 M campaign

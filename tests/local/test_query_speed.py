@@ -21,6 +21,16 @@ def _plan(conn: psycopg.Connection, query: str) -> str:
     return "\n".join(r[0] for r in conn.execute("EXPLAIN " + query))
 
 
+def _rows_now_and_at(conn: psycopg.Connection, view: str, revision: str) -> tuple[list, list]:
+    """Every row of ``view`` as it is now and as ``revision`` defined it (created as the scratch
+    view ``<view>_old``): every column as text (jsonb and floats compare exactly so), in id order."""
+    conn.execute(view_sql(revision, view).replace(f"VIEW {view} AS", f"VIEW {view}_old AS"))
+    cols = [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                       "WHERE table_name = %s ORDER BY ordinal_position", (view,))]
+    select = "SELECT " + ", ".join(f"{col}::text" for col in cols) + " FROM {} ORDER BY id"
+    return conn.execute(select.format(view)).fetchall(), conn.execute(select.format(f"{view}_old")).fetchall()
+
+
 @pytest.mark.parametrize(
     ("query", "absent", "present"),
     [
@@ -77,16 +87,11 @@ def test_v_dns_query_is_0015s_view_flattened(fresh_db, tmp_path):
         for body in odd:
             _insert_result(c, {**rec, "body": body}, "flat")
         assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] >= len(odd)
-        c.execute(view_sql("0015_query_speed", "v_dns_query").replace("VIEW v_dns_query AS", "VIEW v_dns_query_0015 AS"))
-        cols = [r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
-                                        "WHERE table_name = 'v_dns_query' ORDER BY ordinal_position")]
-        # every column as text (jsonb and floats compare exactly so), rows in id order
-        select = "SELECT " + ", ".join(f"{col}::text" for col in cols) + " FROM {} ORDER BY id"
-        new, old = c.execute(select.format("v_dns_query")).fetchall(), c.execute(select.format("v_dns_query_0015")).fetchall()
+        new, old = _rows_now_and_at(c, "v_dns_query", "0015_query_speed")
         assert len(new) > 1500 and new == old
         query = "SELECT transport, percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) FROM {} GROUP BY 1"
-        new, old = _plan(c, query.format("v_dns_query")), _plan(c, query.format("v_dns_query_0015"))
-    assert "Subquery Scan on v_dns_query_0015" in old and "Result" in old  # the whole projection, every row
+        new, old = _plan(c, query.format("v_dns_query")), _plan(c, query.format("v_dns_query_old"))
+    assert "Subquery Scan on v_dns_query_old" in old and "Result" in old  # the whole projection, every row
     assert "Subquery Scan on v_dns_query" not in new and "Result" not in new and "dns_queries" in new, new
 
 
@@ -106,12 +111,8 @@ def test_v_results_reads_kind_from_its_tables_as_0015_did_from_contexts(fresh_db
             _insert_result(c, rec, "kinds")
         kinds = {k for (k,) in c.execute("SELECT DISTINCT kind FROM generic_results")}
         assert {"dns_query", "page_load"} <= kinds and len(kinds) >= 3, kinds
-        c.execute(view_sql("0015_query_speed", "v_results").replace("VIEW v_results AS", "VIEW v_results_0015 AS"))
-        cols = [r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
-                                        "WHERE table_name = 'v_results' ORDER BY ordinal_position")]
-        select = "SELECT " + ", ".join(f"{col}::text" for col in cols) + " FROM {} ORDER BY id"
-        new, old = c.execute(select.format("v_results")).fetchall(), c.execute(select.format("v_results_0015")).fetchall()
+        new, old = _rows_now_and_at(c, "v_results", "0015_query_speed")
         assert len(new) > 460 and new == old
         query = "SELECT kind, date_trunc('day', started_at), count(*) FROM {} GROUP BY 1, 2"
-        new, old = _plan(c, query.format("v_results")), _plan(c, query.format("v_results_0015"))
+        new, old = _plan(c, query.format("v_results")), _plan(c, query.format("v_results_old"))
     assert "contexts" in old and "contexts" not in new, new

@@ -33,6 +33,7 @@ def _tree(tmp_path, proc_lines: list[str], files: dict[str, str]):
          min(RAM, 3 * GIB)),  # v1 limit
         (["4:memory:/", "0::/"], {"memory/memory.limit_in_bytes": "9223372036854771712"}, RAM),  # v1, no limit
         (["0::/gone"], {}, RAM),  # no file to read
+        (["garbage", "", "4:memory:/x"], {"memory/x/memory.limit_in_bytes": str(GIB)}, min(RAM, GIB)),  # odd lines skipped
     ],
 )  # fmt: skip
 def test_memory_is_the_lowest_of_ram_and_the_cgroup_limit(tmp_path, proc_lines, files, expected):
