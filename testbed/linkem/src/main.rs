@@ -159,6 +159,13 @@ fn die(msg: String) -> ! {
 /// does not expose it): with one thread running, socket() returns the lowest free descriptor,
 /// which we find just before; the descriptor is then checked to be a NETLINK_NETFILTER socket.
 fn open_queue(num: u16, maxlen: u32) -> (Queue, RawFd) {
+    // The lowest-free-descriptor rule is only ours to rely on with no other thread running:
+    // refuse to guess otherwise, on every start, rather than bind a wrong descriptor now and then.
+    if let Some(n) = thread_count() {
+        if n != 1 {
+            die(format!("queue {num} opened with {n} threads running (open every queue before starting a direction)"));
+        }
+    }
     let probe = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
     if probe < 0 {
         die("cannot open /dev/null".into());
@@ -190,6 +197,12 @@ fn open_queue(num: u16, maxlen: u32) -> (Queue, RawFd) {
     q.set_fail_open(num, false).unwrap_or_else(|e| die(format!("fail open: {e}")));
     q.set_nonblocking(true);
     (q, fd)
+}
+
+/// The number of threads of this process, from /proc/self/status (None where it cannot be read).
+fn thread_count() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|v| v.trim().parse().ok())
 }
 
 struct Epoll {
@@ -478,9 +491,18 @@ fn main() {
     let rt_prio = cfg.rt_priority;
     let mut stats = Vec::new();
     let mut threads = Vec::new();
-    for (label, num, d) in [("a_to_b", cfg.queues.a_to_b, d_ab), ("b_to_a", cfg.queues.b_to_a, d_ba)] {
-        let maxlen = d.kernel_queue_len();
-        let (q, fd) = open_queue(num, maxlen);
+    // Both queues are opened before any direction thread starts: open_queue finds the socket's
+    // descriptor as the lowest free one, which holds only while no other thread opens files (a
+    // running direction opens its timerfd and epoll set, and once took the second queue's slot).
+    let opened: Vec<_> = [("a_to_b", cfg.queues.a_to_b, d_ab), ("b_to_a", cfg.queues.b_to_a, d_ba)]
+        .into_iter()
+        .map(|(label, num, d)| {
+            let maxlen = d.kernel_queue_len();
+            let (q, fd) = open_queue(num, maxlen);
+            (label, maxlen, q, fd, d)
+        })
+        .collect();
+    for (label, maxlen, q, fd, d) in opened {
         let st = Arc::new(Mutex::new(DirStats { kernel_queue_len: maxlen, ..Default::default() }));
         stats.push((label, st.clone()));
         threads.push(
