@@ -188,8 +188,10 @@ DNS_PER_RECORD = frozenset((*DNS_INT8, *DNS_INT4, "answers"))
 REGISTRY_COLUMNS = ("batch_id", "id", "content_sha256", "source_line")
 DNS_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "unit", "status", "error",
                *DNS_INT8, *DNS_INT4, "answers")  # fmt: skip
-GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "id", "started_at", "unit", "kind", "status", "error", "body",
-                   "body_exact")
+GENERIC_COLUMNS = ("ctx_id", "env_id", "batch_id", "shape_id", "id", "started_at", "unit", "kind", "status",
+                   "error", "body", "body_exact")  # fmt: skip
+# generic_results before 0026_shaped_misfits (no shape_id): what migration 0012 moves rows into
+GENERIC_COLUMNS_0012 = tuple(c for c in GENERIC_COLUMNS if c != "shape_id")
 DNS, GENERIC = 0, 1
 # jsonb keeps numbers as numeric: -0.0 comes back as 0.0 and a float written with a positive
 # exponent (orjson: 1e16 and up) as an integer. Such a body also keeps its exact JSON text.
@@ -539,6 +541,13 @@ def _canonical(value: Any) -> tuple[bytes, bytes]:
 _CANONICAL: dict[bytes, tuple[bytes, bytes]] = {}  # unsorted orjson text -> (sha256, canonical JSON)
 
 
+def dns_shape(body: dict) -> tuple[bytes, bytes]:
+    """(sha256, canonical JSON) of a dns_query body's shape: its keys that are not per record.
+    A body stored whole (one that `dns_split` refuses) has one too (0026_shaped_misfits):
+    v_dns_query reads every record's resolver, transport, ... from its dns_shapes row."""
+    return _canonical({k: v for k, v in body.items() if k not in DNS_PER_RECORD})
+
+
 def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json: bytes,
           digest: bytes | None, lineno: int | None, dims: "Dims", env_sha: bytes | None = None,
           per_record: bool = False) -> Item:
@@ -560,18 +569,22 @@ def split(rid: uuid.UUID, envelope: list, env_json: bytes, body: dict, body_json
         reg = _fields((head[0], digest, None if lineno is None else _int4(lineno)))
     else:  # the fields as _fields writes them, without its loop
         reg = b"".join((_LEN16, head[0], _LEN16, digest, _F4(4, lineno)))
-    typed = envelope[2] == "dns_query" and dns_split(body)
+    dns = envelope[2] == "dns_query"
+    typed = dns and dns_split(body)
+    shape = None
     if typed:
         shape_body = body.copy()  # dns_split found every per-record key
         for k in DNS_PER_RECORD:
             del shape_body[k]
         shape, shape_json = _canonical(shape_body)
-        if shape not in dims.shapes:
-            dims.shapes[shape] = shape_json
+    elif dns and body.__class__ is dict:  # stored whole, with its shape too (`dns_shape`)
+        shape, shape_json = dns_shape(body)
+    if shape is not None and shape not in dims.shapes:
+        dims.shapes[shape] = shape_json
+    if typed:
         row = b"".join((_LEN16, head[0], _F8(8, started_us), _fields((envelope[5], envelope[11], envelope[12])), typed))
         table = DNS
     else:
-        shape = None
         exact = body_json if _jsonb_lossy(body_json) else None
         row = _fields((*head, envelope[5], envelope[2], envelope[11], envelope[12], _JSONB_V1 + body_json, exact))
         table = GENERIC
@@ -861,6 +874,12 @@ def _copy_sql(table: str, columns: tuple[str, ...]) -> str:
 _COPY_REGISTRY = _copy_sql("result_ids", REGISTRY_COLUMNS)
 _COPY = {DNS: _copy_sql("dns_queries", DNS_COLUMNS), GENERIC: _copy_sql("generic_results", GENERIC_COLUMNS)}
 _ROW_START = {t: struct.pack(">h", len(c)) for t, c in ((DNS, DNS_COLUMNS), (GENERIC, GENERIC_COLUMNS))}
+_COPY_GENERIC_0012 = _copy_sql("generic_results", GENERIC_COLUMNS_0012)
+_ROW_START_GENERIC_0012 = struct.pack(">h", len(GENERIC_COLUMNS_0012))
+_SHAPED = (
+    "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'generic_results'::regclass AND attname = 'shape_id' "
+    "AND NOT attisdropped)"
+)
 _REG_START = struct.pack(">h", len(REGISTRY_COLUMNS))
 # The batch's ids as one comma-joined text: psycopg's list dumper would check every element
 # with a regex (a few us per record in the main process). A hash stored whole (32 bytes: a row
@@ -904,6 +923,7 @@ class Store:
         self.probed: set[str] = set()  # files with a stored id: their batches probe first (`_store`)
         self.months: set[int] = set()
         self.keyed: bool | None = None  # a store at 0022_hourly_keys or later: the parsers' sums (`_add_rollups`)
+        self.shaped: bool | None = None  # generic_results.shape_id exists (0026_shaped_misfits; not at 0012)
 
     def prepare(self, p: Parsed) -> None:
         """Dimension rows and partitions the batch needs, each in its own short transaction."""
@@ -912,6 +932,9 @@ class Store:
                 self.keyed = cur.execute(_HOURLY_KEYED).fetchone()[0]
                 if self.keyed:
                     cur.execute(_SUM_TABLES)
+        if self.shaped is None:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                self.shaped = cur.execute(_SHAPED).fetchone()[0]
         need = {
             "contexts": {k: v for k, v in p.dims.contexts.items() if k not in self.ids["contexts"]},
             "environments": {k: v for k, v in p.dims.environments.items() if k not in self.ids["environments"]},
@@ -950,17 +973,21 @@ class Store:
             sel = operator.itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
         rows: dict[int, list[bytes]] = {DNS: [], GENERIC: []}
         dns, gen = rows[DNS], rows[GENERIC]
-        dns_head, gen_head = _ROW_START[DNS], _ROW_START[GENERIC]
-        for c, e, sh, row in zip(map(f_ctx.__getitem__, sel(p.ctxs)), map(f_env.__getitem__, sel(p.envs)),
-                                 sel(p.shapes), sel(p.rows)):  # fmt: skip
-            if sh is None:  # a generic row (a shape is a typed dns_queries row's)
-                gen.append(b"".join((gen_head, c, e, b, row)))
-            else:
+        dns_head = _ROW_START[DNS]
+        shaped = self.shaped is not False  # (prepare has set it)
+        gen_head = _ROW_START[GENERIC] if shaped else _ROW_START_GENERIC_0012
+        for c, e, sh, t, row in zip(map(f_ctx.__getitem__, sel(p.ctxs)), map(f_env.__getitem__, sel(p.envs)),
+                                    sel(p.shapes), sel(p.tables), sel(p.rows)):  # fmt: skip
+            if t == DNS:
                 dns.append(b"".join((dns_head, c, e, b, f_shape[sh], row)))
+            elif shaped:  # a generic row: another kind (no shape), or a dns_query stored whole
+                gen.append(b"".join((gen_head, c, e, b, _NULL if sh is None else f_shape[sh], row)))
+            else:
+                gen.append(b"".join((gen_head, c, e, b, row)))
         _copy(cur, _COPY_REGISTRY, list(map((_REG_START + b).__add__, sel(p.regs))))
         for table, data in rows.items():
             if data:
-                _copy(cur, _COPY[table], data)
+                _copy(cur, _COPY[table] if table == DNS or shaped else _COPY_GENERIC_0012, data)
         if self.rollups:
             _add_rollups(cur, p, idx, ctx, self.keyed, reparse)
         return len(idx)

@@ -158,6 +158,8 @@ generic_results = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("body", JSONB, nullable=False),
     sa.Column("body_exact", JSON),
+    # 0026_shaped_misfits: a dns_query stored whole has its shape too (dns_shapes.id; NULL for other kinds)
+    sa.Column("shape_id", sa.Integer),
     # 0023_page_load_columns: a page load's keys and load time, stored by Postgres from the body
     # (v_page_load's url, browser, dns_mode, dns_transport, plt_ms); NULL on other kinds' rows
     *(sa.Column(f"pl_{key}", sa.Text, sa.Computed(

@@ -16,15 +16,22 @@
 -- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
 -- for records that do not carry it.
 -- Storage (issue 19, docs/store.md): a query is a dns_queries row (per-query integers typed,
--- the rest of its body in its dns_shapes row, whose columns are read from that body by the
--- same expressions as below) or, when its body does not fit those columns, a generic_results
--- row read from its whole body; the two branches give the same columns. The dimension rows
+-- the rest of its body in its dns_shapes row, whose columns are read from that body with
+-- JSON_VALUE and ->>) or, when its body does not fit those columns, a generic_results row
+-- whose per-query values are read from its whole body by the same expressions. The dimension rows
 -- are LEFT JOINed on their primary keys (every id exists), so a query that reads none of a
 -- dimension's columns does not join it (issue 16: environments, for tool_versions only).
 -- No WITH (0024): the two steps are subqueries in FROM. Postgres never pulls a view with a
 -- WITH list up into the query that reads it, so every row went through the view's whole
 -- projection (a Result node and a subquery scan above the scans); written this way the
 -- planner flattens it and computes only the columns a query reads.
+-- One union of single tables, the joins above it (0026): a dns_query stored whole has its
+-- dns_shapes row too (its body without the per-record keys), so both tables give shape_id and
+-- the shape columns come from one join. Postgres pulls a UNION ALL member up into the query
+-- only when it reads one table with no WHERE of its own (a join or a filter in a member kept a
+-- subquery scan over each member's whole projection, ~20 % of a failure rate over 10 M rows):
+-- the members carry their kind and the filter on it sits above the union, where the planner
+-- drops it for dns_queries and pushes it into the scan of generic_results.
 CREATE OR REPLACE VIEW v_dns_query AS
 SELECT d.id, d.campaign, d.run, d.unit, d.vantage_id, d.provider, d.region, d.network_profile,
        d.started_at, d.status, d.error,
@@ -64,54 +71,45 @@ FROM (
            + d.query_packets_sent + d.query_packets_received AS packets_n,
          CASE WHEN d.access_rtt_ms >= 0.001 THEN d.access_rtt_ms END AS rtt_divisor
   FROM (
-    SELECT q.id, c.campaign, c.run, q.unit, c.vantage_id, c.provider, c.region, c.network_profile,
-           q.started_at, q.status, q.error,
-           s.resolver, s.transport, s.address, s.port, s.tls_name, s.url, s.qname, s.qtype, q.sequence, s.policy,
+    SELECT u.id, c.campaign, c.run, u.unit, c.vantage_id, c.provider, c.region, c.network_profile,
+           u.started_at, u.status, u.error,
+           s.resolver, s.transport, s.address, s.port, s.tls_name, s.url, s.qname, s.qtype, u.sequence, s.policy,
            s.idle_timeout_s, s.timeout_s, s.max_attempts, s.attempts,
-           q.t_start, q.t_connected, q.t_tls_done, q.t_query_sent, q.t_response,
+           u.t_start, u.t_connected, u.t_tls_done, u.t_query_sent, u.t_response,
            s.connection_reused, s.resumed, s.early_data, s.tls_version, s.alpn, s.quic_version, s.http_version,
-           s.http_method, s.http_status, s.rcode, q.answers::jsonb AS answers, q.response_size, s.access_rtt_ms,
-           s.wire_basis, q.handshake_bytes_sent, q.handshake_bytes_received, q.handshake_packets_sent,
-           q.handshake_packets_received, q.query_bytes_sent, q.query_bytes_received, q.query_packets_sent,
-           q.query_packets_received, e.envb -> 'dns' AS tool_versions, s.cache_warmed, s.engine, s.engine_version,
+           s.http_method, s.http_status, s.rcode, u.answers, u.response_size, s.access_rtt_ms,
+           s.wire_basis, u.handshake_bytes_sent, u.handshake_bytes_received, u.handshake_packets_sent,
+           u.handshake_packets_received, u.query_bytes_sent, u.query_bytes_received, u.query_packets_sent,
+           u.query_packets_received, e.envb -> 'dns' AS tool_versions, s.cache_warmed, s.engine, s.engine_version,
            s.engine_run_time_ms, s.hdr_bytes
-    FROM dns_queries q
-    LEFT JOIN contexts c ON c.id = q.ctx_id
-    LEFT JOIN dns_shapes s ON s.id = q.shape_id
-    LEFT JOIN environments e ON e.id = q.env_id
-    UNION ALL
-    SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
-           r.started_at, r.status, r.error,
-           r.body ->> 'resolver', r.body ->> 'transport', r.body ->> 'address',
-           JSON_VALUE(r.body, '$.port' RETURNING int), r.body ->> 'tls_name', r.body ->> 'url',
-           r.body ->> 'qname', r.body ->> 'qtype', JSON_VALUE(r.body, '$.sequence' RETURNING int),
-           r.body ->> 'policy', JSON_VALUE(r.body, '$.idle_timeout_s' RETURNING float8),
-           JSON_VALUE(r.body, '$.timeout_s' RETURNING float8), JSON_VALUE(r.body, '$.max_attempts' RETURNING int),
-           JSON_VALUE(r.body, '$.attempts' RETURNING int),
-           JSON_VALUE(r.body, '$.t_start' RETURNING bigint), JSON_VALUE(r.body, '$.t_connected' RETURNING bigint),
-           JSON_VALUE(r.body, '$.t_tls_done' RETURNING bigint), JSON_VALUE(r.body, '$.t_query_sent' RETURNING bigint),
-           JSON_VALUE(r.body, '$.t_response' RETURNING bigint),
-           JSON_VALUE(r.body, '$.connection_reused' RETURNING boolean), JSON_VALUE(r.body, '$.resumed' RETURNING boolean),
-           JSON_VALUE(r.body, '$.early_data' RETURNING boolean), r.body ->> 'tls_version', r.body ->> 'alpn',
-           r.body ->> 'quic_version', r.body ->> 'http_version', r.body ->> 'http_method',
-           JSON_VALUE(r.body, '$.http_status' RETURNING int), r.body ->> 'rcode', r.body -> 'answers',
-           JSON_VALUE(r.body, '$.response_size' RETURNING int), JSON_VALUE(r.body, '$.access_rtt_ms' RETURNING float8),
-           r.body ->> 'wire_basis',
-           JSON_VALUE(r.body, '$.handshake_bytes_sent' RETURNING bigint),
-           JSON_VALUE(r.body, '$.handshake_bytes_received' RETURNING bigint),
-           JSON_VALUE(r.body, '$.handshake_packets_sent' RETURNING int),
-           JSON_VALUE(r.body, '$.handshake_packets_received' RETURNING int),
-           JSON_VALUE(r.body, '$.query_bytes_sent' RETURNING bigint),
-           JSON_VALUE(r.body, '$.query_bytes_received' RETURNING bigint),
-           JSON_VALUE(r.body, '$.query_packets_sent' RETURNING int),
-           JSON_VALUE(r.body, '$.query_packets_received' RETURNING int),
-           e.envb -> 'dns', JSON_VALUE(r.body, '$.cache_warmed' RETURNING boolean),
-           JSON_VALUE(r.body, '$.engine' RETURNING text), JSON_VALUE(r.body, '$.engine_version' RETURNING text),
-           JSON_VALUE(r.body, '$.engine_run_time_ms' RETURNING float8),
-           CASE WHEN r.body ->> 'transport' IN ('do53', 'doq', 'doh3') THEN 28 ELSE 52 END
-    FROM generic_results r
-    LEFT JOIN contexts c ON c.id = r.ctx_id
-    LEFT JOIN environments e ON e.id = r.env_id
-    WHERE r.kind = 'dns_query'
+    FROM (
+      SELECT 'dns_query'::text AS kind, q.id, q.ctx_id, q.env_id, q.shape_id, q.unit, q.started_at, q.status, q.error,
+             q.sequence, q.t_start, q.t_connected, q.t_tls_done, q.t_query_sent, q.t_response,
+             q.answers::jsonb AS answers, q.response_size,
+             q.handshake_bytes_sent, q.handshake_bytes_received, q.handshake_packets_sent,
+             q.handshake_packets_received, q.query_bytes_sent, q.query_bytes_received, q.query_packets_sent,
+             q.query_packets_received
+      FROM dns_queries q
+      UNION ALL
+      SELECT r.kind, r.id, r.ctx_id, r.env_id, r.shape_id, r.unit, r.started_at, r.status, r.error,
+             JSON_VALUE(r.body, '$.sequence' RETURNING int),
+             JSON_VALUE(r.body, '$.t_start' RETURNING bigint), JSON_VALUE(r.body, '$.t_connected' RETURNING bigint),
+             JSON_VALUE(r.body, '$.t_tls_done' RETURNING bigint), JSON_VALUE(r.body, '$.t_query_sent' RETURNING bigint),
+             JSON_VALUE(r.body, '$.t_response' RETURNING bigint),
+             r.body -> 'answers', JSON_VALUE(r.body, '$.response_size' RETURNING int),
+             JSON_VALUE(r.body, '$.handshake_bytes_sent' RETURNING bigint),
+             JSON_VALUE(r.body, '$.handshake_bytes_received' RETURNING bigint),
+             JSON_VALUE(r.body, '$.handshake_packets_sent' RETURNING int),
+             JSON_VALUE(r.body, '$.handshake_packets_received' RETURNING int),
+             JSON_VALUE(r.body, '$.query_bytes_sent' RETURNING bigint),
+             JSON_VALUE(r.body, '$.query_bytes_received' RETURNING bigint),
+             JSON_VALUE(r.body, '$.query_packets_sent' RETURNING int),
+             JSON_VALUE(r.body, '$.query_packets_received' RETURNING int)
+      FROM generic_results r
+    ) AS u
+    LEFT JOIN contexts c ON c.id = u.ctx_id
+    LEFT JOIN dns_shapes s ON s.id = u.shape_id
+    LEFT JOIN environments e ON e.id = u.env_id
+    WHERE u.kind = 'dns_query'
   ) AS d
 ) AS d;

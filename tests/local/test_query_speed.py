@@ -3,11 +3,17 @@ dnscamp_ns_ms gives the float8 the numeric arithmetic gave, for every pair of bi
 
 from __future__ import annotations
 
+import json
+import uuid
+from pathlib import Path
+
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collectors.ingest import ingest
+from db import migrate
 from db.migrations.views import view_sql
 from tests.local.test_migrations import _fixture_records, _insert_result
 from tests.local.test_sql_examples import gen
@@ -116,3 +122,62 @@ def test_v_results_reads_kind_from_its_tables_as_0015_did_from_contexts(fresh_db
         query = "SELECT kind, date_trunc('day', started_at), count(*) FROM {} GROUP BY 1, 2"
         new, old = _plan(c, query.format("v_results")), _plan(c, query.format("v_results_old"))
     assert "contexts" in old and "contexts" not in new, new
+
+
+def _sa(url: str) -> str:
+    return url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def _v_dns_query_rows(conn: psycopg.Connection) -> list:
+    cols = [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                       "WHERE table_name = 'v_dns_query' ORDER BY ordinal_position")]
+    return conn.execute("SELECT " + ", ".join(f"{c}::text" for c in cols) + " FROM v_dns_query ORDER BY id").fetchall()
+
+
+def test_v_dns_query_is_one_union_of_single_tables(fresh_db, tmp_path):
+    """0026 gives every dns_query stored whole in generic_results a dns_shapes row and reads
+    v_dns_query as one union of single tables with the joins above it. Bodies stored whole before
+    the upgrade (by ingest: a per-record key absent; through the results view: a value of another
+    type, answers absent, a huge port and a list transport) get their shapes at the upgrade, and
+    the view gives the rows it gave before, ingested or inserted after it too (equal to 0024's
+    definition, which 0025 kept); a question's plan has no subquery scan and joins dns_shapes once."""
+    load_demo(fresh_db)
+    gen.generate(tmp_path, seed=26, dns_queries_n=600, page_loads_n=10, atlas_n=10, campaign="shaped")
+    gen.load(tmp_path, fresh_db, workers=1)
+    rec = next(r for r in _fixture_records() if r["kind"] == "dns_query")
+    odd = [{**rec["body"], "t_start": "late"}, {k: v for k, v in rec["body"].items() if k != "answers"},
+           {**rec["body"], "port": 1e300, "transport": ["doh"]}]
+    dropped = [{k: v for k, v in rec["body"].items() if k != key} for key in ("t_connected", "sequence", "answers")]
+
+    def misfits(name: str) -> Path:  # valid records whose bodies do not fit dns_queries (stored whole), and a typed one
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({**rec, "id": str(uuid.uuid4()), "campaign": "shaped", "body": b}) + "\n"
+                                for b in [*dropped, rec["body"]]))
+        return path
+
+    migrate.downgrade(_sa(fresh_db), "0025_results_kind")
+    assert ingest([misfits("before")], fresh_db, workers=1).ingested == len(dropped) + 1
+    with psycopg.connect(fresh_db) as c:
+        for body in odd:
+            _insert_result(c, {**rec, "body": body}, "shaped")
+        before = _v_dns_query_rows(c)
+    migrate.upgrade(_sa(fresh_db), "head")
+    with psycopg.connect(fresh_db) as c:
+        assert _v_dns_query_rows(c) == before
+        assert c.execute("SELECT count(*), count(shape_id) FROM generic_results WHERE kind = 'dns_query'").fetchone() == (
+            len(odd) + len(dropped),) * 2
+        # a dropped key's body has the shape of the typed record it came from
+        assert c.execute("SELECT count(DISTINCT shape_id) FROM generic_results WHERE kind = 'dns_query' "
+                         "AND shape_id IN (SELECT shape_id FROM dns_queries)").fetchone()[0] >= 1
+    assert ingest([misfits("after")], fresh_db, workers=1).ingested == len(dropped) + 1
+    with psycopg.connect(fresh_db) as c:
+        for body in odd:
+            _insert_result(c, {**rec, "body": body}, "shaped")
+        assert c.execute("SELECT count(*) FILTER (WHERE shape_id IS NULL) FROM generic_results "
+                         "WHERE kind = 'dns_query'").fetchone()[0] == 0
+        new, old = _rows_now_and_at(c, "v_dns_query", "0024_flat_dns_query")
+        assert len(new) == len(before) + len(odd) + len(dropped) + 1 and new == old
+        plan = _plan(c, "SELECT resolver, transport, avg((status <> 'ok')::int) FROM v_dns_query GROUP BY 1, 2")
+        old_plan = _plan(c, "SELECT resolver, transport, avg((status <> 'ok')::int) FROM v_dns_query_old GROUP BY 1, 2")
+    assert "Subquery Scan" in old_plan and plan.count("dns_shapes") == 1, old_plan
+    assert "Subquery Scan" not in plan and "contexts" not in plan and "generic_results" in plan, plan
