@@ -5,9 +5,13 @@
 - the dashboard-style queries (p50 total_ms per transport over the last 7 days; failure rate
   per resolver x transport over 30 days), timed on Postgres (reader role, the v_ views) and
   on DuckDB over the archive (`dnscamp sql --archive`'s views), same SQL text on both;
-- ingest and archive throughput on the way.
+- ingest and archive throughput on the way;
+- what PostgreSQL's percentile_cont costs by itself over the exact question's windows
+  (`percentile_floor`): the lower bound of any store layout for that question on this machine.
 
     .venv/bin/python bench/archive_bench.py [--records 1000000] [--runs 5] [--keep DIR]
+    DNSCAMP_HOME=/tmp/big10m .venv/bin/python bench/archive_bench.py --archive /tmp/arch10m --campaign gen
+      (a store that holds the campaign already, and its archive: the queries and the floor only)
 
 Generates N dns_query records with bench/gen_campaign.py (seed 1) in a scratch directory,
 ingests them into a scratch database of the embedded cluster (DNSCAMP_HOME; started and
@@ -98,10 +102,10 @@ def same(a: list, b: list) -> bool:
 def side_by_side(url: str, reader: str, campaign: str, dest: Path, records: int, runs: int) -> dict:
     """Archive ``campaign`` of the store at ``url`` (owner) into ``dest``, then time QUERIES on
     Postgres (``reader``, the v_ views) and on DuckDB over the archive, same SQL text, results
-    checked equal. ``records``: the campaign's record count (for bytes per record)."""
-    from dnscamp.opendata import archive, duck
+    checked equal (`compare`). ``records``: the campaign's record count (for bytes per record)."""
+    from dnscamp.opendata import archive
 
-    res: dict = {"queries": {}}
+    res: dict = {}
     t = time.perf_counter()
     with psycopg.connect(url) as c:
         m = archive.write(c, campaign, str(dest))
@@ -111,9 +115,83 @@ def side_by_side(url: str, reader: str, campaign: str, dest: Path, records: int,
     res["parquet_bytes_per_record"] = round(pbytes / records, 1)
     res["parquet_files"] = len(m["files"])
     print(f"archived in {res['archive_s']} s: {len(m['files'])} files, {res['parquet_bytes_per_record']} B/record", flush=True)
+    res.update(compare(reader, campaign, dest, runs))
+    return res
 
+
+# The exact question's windows (QUERIES' bounds): the question on both engines over each, and what
+# percentile_cont alone costs in Postgres over the same values (`percentile_floor`).
+FLOOR_WINDOWS = {"7 days": "2026-11-16 00:00:00+00", "30 days": "2026-10-24 00:00:00+00"}
+EXACT_P50 = ("SELECT transport, count(*) AS n, percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) AS p50_total_ms "
+             "FROM v_dns_query WHERE campaign = '{campaign}' AND status = 'ok' AND started_at >= TIMESTAMPTZ '{lo}' "
+             "GROUP BY transport ORDER BY transport")
+
+
+def percentile_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: int) -> dict:
+    """The exact p50 per transport over each of FLOOR_WINDOWS: on DuckDB over the archive and on
+    Postgres through `v_dns_query` (``reader``), then what PostgreSQL's percentile_cont costs by
+    itself over the same values, in the layout most favourable to it: the window's ok
+    (transport, total_ms) already copied into a two-column temporary table, stored in transport
+    order with an index on it (the grouping reads the groups in order: no sort but
+    percentile_cont's own), work_mem large enough that nothing spills. An ordered-set
+    aggregate runs in one process (PostgreSQL 18 has no parallel or partial form of it), so no
+    view, index or partitioning of the store answers that question faster on this machine. Beside
+    them: the window's values only collected per transport through `v_dns_query` by a parallel
+    aggregate (array_agg), the data movement that an exact aggregate of another kind (one with
+    partial states) would need before choosing its value.
+    ``url``: a role that may create temporary tables (the owner). Median ms of ``runs``."""
+    from dnscamp.opendata import duck
+
+    out: dict = {}
+    con = duck.connect(str(archive_dir))
+    with psycopg.connect(reader) as rc, psycopg.connect(url, autocommit=True) as c:
+        rc.read_only = True
+        c.execute("SET work_mem = '1GB'")
+        for window, lo in FLOOR_WINDOWS.items():
+            q = EXACT_P50.format(campaign=campaign, lo=lo)
+            _, pg_s, prow = timed(lambda: rc.execute(q).fetchall(), runs)
+            _, duck_s, drow = timed(lambda: con.execute(q).fetchall(), runs)
+            assert same(prow, drow), (window, prow, drow)
+            # what a parallel exact aggregate (not percentile_cont) would have to do before choosing
+            # its value: array_agg is parallel (partial states per worker, combined in the leader)
+            gather = q.replace("percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms)", "cardinality(array_agg(total_ms))")
+            _, gather_s, grow = timed(lambda: rc.execute(gather).fetchall(), runs)
+            assert [r[:2] for r in grow] == [r[:2] for r in prow], (window, grow, prow)
+            c.execute("DROP TABLE IF EXISTS pg_temp.floor_values")
+            c.execute("CREATE TEMP TABLE floor_values AS SELECT transport, total_ms FROM v_dns_query "
+                      "WHERE campaign = %s AND status = 'ok' AND started_at >= %s::timestamptz ORDER BY transport",
+                      (campaign, lo))
+            c.execute("CREATE INDEX ON pg_temp.floor_values (transport)")
+            c.execute("ANALYZE pg_temp.floor_values")
+            n = c.execute("SELECT count(*) FROM pg_temp.floor_values").fetchone()[0]
+            row = {"values": n, "duckdb_ms": round(duck_s * 1000, 1), "postgres_view_ms": round(pg_s * 1000, 1),
+                   "parallel_collect_ms": round(gather_s * 1000, 1)}
+            c.execute("SET enable_sort = off")  # GroupAggregate over the index scan: the groups in order
+            c.execute("SET enable_hashagg = off")
+            for name, sql in (("alone_one_group_ms", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) "
+                                                     "FROM pg_temp.floor_values"),
+                              ("alone_per_transport_ms", "SELECT transport, percentile_cont(0.5) WITHIN GROUP "
+                                                         "(ORDER BY total_ms) FROM pg_temp.floor_values GROUP BY transport")):
+                _, warm, _ = timed(lambda: c.execute(sql).fetchall(), runs)
+                row[name] = round(warm * 1000, 1)
+            c.execute("RESET enable_sort")
+            c.execute("RESET enable_hashagg")
+            out[window] = row
+            print(f"exact p50 per transport, {window} ({n:,} values): DuckDB {row['duckdb_ms']:,.0f} ms, "
+                  f"v_dns_query {row['postgres_view_ms']:,.0f} ms; percentile_cont alone {row['alone_one_group_ms']:,.0f} ms "
+                  f"over all, {row['alone_per_transport_ms']:,.0f} ms per transport", flush=True)
+        c.execute("DROP TABLE IF EXISTS pg_temp.floor_values")
+    return out
+
+
+def compare(reader: str, campaign: str, archive_dir: Path, runs: int) -> dict:
+    """QUERIES on Postgres (``reader``, the v_ views) and on DuckDB over the archive at
+    ``archive_dir``, same SQL text, results checked equal: cold run and median of ``runs``."""
+    from dnscamp.opendata import duck
+
+    res: dict = {"queries": {}}
     t = time.perf_counter()
-    con = duck.connect(str(dest))
+    con = duck.connect(str(archive_dir))
     res["duckdb_open_s"] = round(time.perf_counter() - t, 3)
     with psycopg.connect(reader) as rc:
         rc.read_only = True
@@ -135,10 +213,24 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2, help="ingest parser processes")
     ap.add_argument("--keep", type=Path, help="keep the generated records and the archive here")
+    ap.add_argument("--archive", type=Path, metavar="DIR",
+                    help="no generation: the store at DNSCAMP_HOME holds --campaign and DIR is its archive "
+                         "(dnscamp archive): time QUERIES on both, and percentile_cont alone (`percentile_floor`)")
+    ap.add_argument("--campaign", default=CAMPAIGN, help="with --archive: the campaign (bench/gen_campaign.py writes gen)")
     a = ap.parse_args()
 
     from collectors.ingest import ingest
     from db import embedded, engine, migrate
+
+    if a.archive:
+        print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        res = compare(engine.database_url("reader"), a.campaign, a.archive, a.runs)
+        res["percentile_floor"] = percentile_floor(engine.database_url("owner"), engine.database_url("reader"), a.campaign,
+                                                   a.archive, a.runs)
+        print(f"load average after: {os.getloadavg()[0]:.2f}", flush=True)
+        _floor_table(res)
+        print(json.dumps(res))
+        return
 
     was_running = engine.external_url() is not None or embedded.is_running()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="dnscamp-archive-bench-"))
@@ -173,6 +265,8 @@ def main() -> None:
 
         res.update(side_by_side(url, engine.database_url("reader", dbname=dbname), CAMPAIGN, work / "archive",
                                 a.records, a.runs))
+        res["percentile_floor"] = percentile_floor(url, engine.database_url("reader", dbname=dbname), CAMPAIGN,
+                                                   work / "archive", a.runs)
     finally:
         with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -189,7 +283,24 @@ def main() -> None:
     for name, q in res["queries"].items():
         print(f"| {name} | {q['postgres_s'] * 1000:,.0f} ms (cold {q['postgres_cold_s'] * 1000:,.0f}) | "
               f"{q['duckdb_s'] * 1000:,.0f} ms (cold {q['duckdb_cold_s'] * 1000:,.0f}) |")
+    _floor_table(res)
     print(json.dumps(res))
+
+
+def _floor_table(res: dict) -> None:
+    """The exact question on both engines, and what percentile_cont alone costs in Postgres."""
+    print()
+    print("| exact p50 total_ms per transport (ms; × DuckDB) | 7 days | 30 days |")
+    print("|---|---:|---:|")
+    f = res["percentile_floor"]
+    for key, what in (("duckdb_ms", "DuckDB over the archive"), ("postgres_view_ms", "Postgres, `v_dns_query`"),
+                      ("parallel_collect_ms", "Postgres, `v_dns_query`, the values only collected per transport "
+                                              "(parallel `array_agg`, no percentile)"),
+                      ("alone_one_group_ms", "Postgres, percentile_cont alone, all values in one group"),
+                      ("alone_per_transport_ms", "Postgres, percentile_cont alone, per transport")):
+        cells = [f"{w[key]:,.0f} ({w[key] / w['duckdb_ms']:.1f}×)" for w in f.values()]
+        print(f"| {what} | " + " | ".join(cells) + " |")
+    print("| values in the window | " + " | ".join(f"{w['values']:,}" for w in f.values()) + " |")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ database of the embedded cluster:
 
     .venv/bin/python bench/ingest_bench.py [--records 1000000] [--mixed 230000] [--dns 200000] [--workers 2]
     .venv/bin/python bench/ingest_bench.py --records 0 --mixed 0 --dns 200000 --before REV [--rounds 2] [--dns-days 1]
+    .venv/bin/python bench/ingest_bench.py --floors [--dns 200000] [--dns-days 1]
 
+``--floors``: the dns_query workload, then what a record's parse cannot do without (`floors`).
 ``--before REV``: the dns_query workload with the ingest code of commit REV (its collectors/ and
 vantage_agent/, on today's schema) and with today's, alternately, each in its own process.
 
@@ -218,6 +220,68 @@ def cpu_line(r: dict) -> float:
     return r["cpu_us_per_line_python"] + r["cpu_us_per_line_postgres"]
 
 
+def floors(path: Path, limit: int = 50_000) -> dict:
+    """CPU µs per dns_query record (one process, the best of three passes over the first
+    ``limit`` records of ``path``) of what a parse cannot do without: the calls into the
+    libraries the store's rules rest on (pydantic-core's validation of the record, orjson's
+    strict parse that gives the body's exact JSON values, the scans for integers beyond 64 bits
+    and NUL, the sorted body dump and the content hash, the shape's dump, the record id as text)
+    and the hand-off of a chunk to a parser process and of its parsed columns back (pickle),
+    beside the whole parse of today (`collectors.ingest._parse_lines`)."""
+    import hashlib
+    import pickle
+
+    import orjson
+
+    from collectors import ingest as ing
+    from vantage_agent.records import _record_adapter
+
+    lines = [ln for ln in path.read_bytes().split(b"\n")[:limit] if ln]
+    adapter = _record_adapter()
+    objs, recs = [orjson.loads(ln) for ln in lines], [adapter.validate_json(ln) for ln in lines]
+    hashed = []  # (envelope, env JSON, body JSON) as `_record` builds them
+    for o, r in zip(objs, recs):
+        v = r.vantage
+        envelope = [str(r.id), r.schema_, r.kind, r.campaign, r.run, r.unit, v.id, v.provider, v.region,
+                    v.network_profile, 0, r.status, r.error]  # fmt: skip
+        hashed.append((envelope, ing.canonical_json(o.get("env", {})), ing.canonical_json(o["body"])))
+    shapes = [{k: v for k, v in o["body"].items() if k not in ing.DNS_PER_RECORD} for o in objs]
+
+    def each(fn, xs) -> float:
+        best = float("inf")
+        for _ in range(3):
+            t = time.process_time()
+            for x in xs:
+                fn(x)
+            best = min(best, time.process_time() - t)
+        return round(best / len(xs) * 1e6, 2)
+
+    libs = {
+        "pydantic-core validation of the line": each(adapter.validate_json, lines),
+        "orjson strict parse": each(orjson.loads, lines),
+        "digit-run and NUL scans": each(lambda ln: (ing._LONG_DIGIT_RUN in ln.translate(ing._DIGITS), b"\\u0000" in ln), lines),
+        "sorted body dump": each(lambda o: ing.canonical_json(o["body"]), objs),
+        "content hash (dump + sha256)": each(lambda h: ing.content_hash(*h), hashed),
+        "shape dump + sha256": each(lambda sh: hashlib.sha256(orjson.dumps(sh)).digest(), shapes),
+        "record id as text": each(lambda r: str(r.id), recs),
+    }
+    t = time.process_time()
+    parsed = ing._parse_lines("floors", enumerate(lines, 1))  # (without the cyclic GC, as in a parser process)
+    parse = round((time.process_time() - t) / len(lines) * 1e6, 2)
+    block = b"\n".join(lines) + b"\n"
+    t = time.process_time()
+    for obj in (ing.Chunk("floors", 1, block), parsed):
+        pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    handoff = round((time.process_time() - t) / len(lines) * 1e6, 2)
+    out = {"records": len(lines), "library_calls_us": libs, "library_calls_sum_us": round(sum(libs.values()), 2),
+           "handoff_us": handoff, "parse_today_us": parse}
+    for k, v in libs.items():
+        print(f"  {k}: {v} us a record", flush=True)
+    print(f"library calls {out['library_calls_sum_us']} us, hand-off {handoff} us, whole parse today {parse} us a record "
+          f"({len(lines):,} records, one process)", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=1_000_000, help="ping records")
@@ -228,9 +292,37 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--before", metavar="REV", help="dns_query: also with commit REV's ingest code, alternately")
     ap.add_argument("--rounds", type=int, default=2, help="--before: runs of each")
+    ap.add_argument("--floors", action="store_true",
+                    help="only the dns_query workload, then what a record's parse cannot do without (`floors`) against "
+                         "the 40 µs a record that 50,000 records/s leaves on two cores")
     args = ap.parse_args()
     load_before = round(os.getloadavg()[0], 2)
     res: dict = {}
+    if args.floors:
+        with tempfile.TemporaryDirectory() as d:
+            dns = Path(d) / "dns.jsonl"
+            generate_dns(dns, args.dns or 200_000, days=args.dns_days)
+            res["dns_query"] = measure("dns_query", dns, args.dns or 200_000, args.workers)
+            res["floors"] = f = floors(dns)
+        pg = res["dns_query"]["cpu_us_per_line_postgres"]
+        total = round(f["library_calls_sum_us"] + f["handoff_us"] + pg, 1)
+        print()
+        print("| CPU µs per dns_query record | µs |")
+        print("|---|---:|")
+        for k, v in f["library_calls_us"].items():
+            print(f"| {k} | {v} |")
+        print(f"| **library calls, sum** | **{f['library_calls_sum_us']}** |")
+        print(f"| hand-off to a parser process and back (pickle) | {f['handoff_us']} |")
+        print(f"| Postgres (this run's ingest: COPY, rollup upserts, commit) | {pg} |")
+        print(f"| **floor before any of the project's own per-record code** | **{total}** |")
+        print("| budget of 50,000 records/s on two cores | 40.0 |")
+        print(f"| the whole parse today (one process) | {f['parse_today_us']} |")
+        print(f"| this run's ingest: Python (parsers + main) + Postgres | "
+              f"{res['dns_query']['cpu_us_per_line_python']} + {pg} |")
+        res.update(load_avg_1min_before=load_before, load_avg_1min_after=round(os.getloadavg()[0], 2),
+                   floor_us=total, machine=f"{platform.machine()} {os.cpu_count()} cores, kernel {platform.release()}")
+        print(json.dumps(res))
+        return
     with tempfile.TemporaryDirectory() as d:
         ping, mixed, hostile = Path(d) / "ping.jsonl", Path(d) / "mixed.jsonl", Path(d) / "hostile.jsonl"
         if args.records:

@@ -165,3 +165,26 @@ def test_docs_sql_examples_run_unchanged_on_the_archive(both, title, sql):
         assert r.exit_code == 2 and "does not exist" in r.stderr, (used - archived, r.stderr)
         return
     assert_same_rows(pg, run_query(sql, both), title)
+
+
+def test_archive_bench_percentile_floor_on_both(both):
+    """bench/archive_bench.py's `percentile_floor` (the exact p50 per transport on both engines,
+    and percentile_cont alone over the same values): it runs on a store and its archive, both
+    engines agree (it asserts so), and its temporary table holds the window's ok records."""
+    import sys
+
+    from db import engine
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import archive_bench
+
+    name = os.environ["DNSCAMP_DATABASE_NAME"]
+    out = archive_bench.percentile_floor(engine.database_url("owner", dbname=name), engine.database_url("reader", dbname=name),
+                                         CAMPAIGN, Path(both), runs=1)  # fmt: skip
+    assert list(out) == list(archive_bench.FLOOR_WINDOWS)
+    for window, lo in archive_bench.FLOOR_WINDOWS.items():
+        n = run_query(f"SELECT count(*) FROM v_dns_query WHERE campaign = '{CAMPAIGN}' AND status = 'ok' "
+                      f"AND started_at >= TIMESTAMPTZ '{lo}'")[1][0][0]  # fmt: skip
+        assert out[window]["values"] == n > 0, window
+        assert all(out[window][k] > 0 for k in ("duckdb_ms", "postgres_view_ms", "parallel_collect_ms",
+                                                 "alone_one_group_ms", "alone_per_transport_ms"))  # fmt: skip
