@@ -8,6 +8,7 @@ import csv
 import datetime as dt
 import html
 import io
+import math
 import re
 import shutil
 from dataclasses import dataclass
@@ -75,22 +76,38 @@ def run_item(conn: psycopg.Connection, present: set[str], item: Item, campaign: 
     return Result(item, bound, cols, rows, None if rows else f"No data in this campaign: {item.empty}.")
 
 
-def fmt(v: Any) -> str:
+def _fraction(v: Any) -> bool:
+    """A number shown with decimals: a float (or numeric) below 1000 that is not whole."""
+    if isinstance(v, (float, Decimal)) and not isinstance(v, bool):
+        f = float(v)
+        return math.isfinite(f) and abs(f) < 1000 and not f.is_integer()
+    return False
+
+
+def fmt(v: Any, decimals: bool | None = None) -> str:
+    """A value as a table shows it: floats from 1000 up without decimals, others with two;
+    ``decimals`` False (a column with no fraction below 1000) shows whole floats without."""
     if v is None:
         return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, (float, Decimal)):
         f = float(v)
-        return f"{f:.0f}" if abs(f) >= 1000 or f.is_integer() else f"{f:.2f}"
+        if decimals is None:
+            decimals = _fraction(v)
+        return f"{f:.0f}" if abs(f) >= 1000 or not decimals else f"{f:.2f}"
     return str(v)
 
 
 def html_table(head: list[str], rows: list[list[Any]]) -> str:
+    """Rows as an HTML table: a column's numbers below 1000 all with two decimals when any of
+    them has a fraction (308.30 beside 300.00, not beside 300), else whole."""
     e = html.escape
+    shown = rows[:MAX_TABLE_ROWS]
+    decimals = [any(_fraction(r[i]) for r in shown if i < len(r)) for i in range(max(map(len, shown), default=0))]
     out = ["<table><thead><tr>", *(f"<th>{e(h)}</th>" for h in head), "</tr></thead><tbody>"]
-    for r in rows[:MAX_TABLE_ROWS]:
-        out.append("<tr>" + "".join(f"<td>{e(fmt(v))}</td>" for v in r) + "</tr>")
+    for r in shown:
+        out.append("<tr>" + "".join(f"<td>{e(fmt(v, decimals[i]))}</td>" for i, v in enumerate(r)) + "</tr>")
     out.append("</tbody></table>")
     if len(rows) > MAX_TABLE_ROWS:
         out.append(f"<p class='note'>First {MAX_TABLE_ROWS} of {len(rows)} rows; all of them are in the CSV.</p>")

@@ -86,5 +86,9 @@ def test_cdfs_draw_every_series_even_of_one_point():
 def test_values_from_the_store_are_escaped_and_formatted():
     html = build.html_table(["<b>col</b>"], [["<script>alert(1)</script>"], [1234.5678], [0.123456], [None], [2.0]])
     assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;col&lt;/b&gt;" in html
-    assert "<td>1235</td>" in html and "<td>0.12</td>" in html and "<td>—</td>" in html and "<td>2</td>" in html
+    # the column has a fraction below 1000 (0.12), so its whole 2.0 shows as 2.00 too
+    assert "<td>1235</td>" in html and "<td>0.12</td>" in html and "<td>—</td>" in html and "<td>2.00</td>" in html
+    whole = build.html_table(["a", "b", "c"], [[300.0, 308.3, 3.0], [1094.4, 300.0, float("nan")], [2.0, None, 1.0]])
+    assert "<td>300</td><td>308.30</td><td>3</td>" in whole  # a column of whole floats stays whole
+    assert "<td>1094</td><td>300.00</td><td>nan</td>" in whole and "<td>2</td><td>—</td><td>1</td>" in whole
     assert build.slug("a/b c") == "a-b-c" and build.slug("..") == "campaign"
