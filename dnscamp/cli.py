@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 
 import typer
@@ -44,6 +46,53 @@ app.add_typer(__import__("dnscamp.commands.experiment", fromlist=["app"]).app, n
 def version() -> None:
     """Print the dnscamp version."""
     typer.echo(__version__)
+
+
+_ITEM = re.compile(r"(?:[-*•]|\d+[.)])\s")  # a list item's first line
+
+
+def reflow(text: str) -> str:
+    """A docstring with each paragraph on one line (a list: one line an item), so that --help
+    wraps it to the terminal: rich keeps a docstring's own line breaks and wraps the long lines
+    between them again, which left ragged text. An indented paragraph (code) stays as it is."""
+    out = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if not para.strip():
+            continue
+        lines = para.split("\n")
+        if all(ln.startswith("    ") for ln in lines):
+            out.append(para)
+            continue
+        items: list[str] = []
+        for ln in (ln.strip() for ln in lines):
+            if ln and (not items or _ITEM.match(ln)):
+                items.append(ln)
+            elif ln:
+                items[-1] += " " + ln
+        out.append("\n".join(items))
+    return "\n\n".join(out)
+
+
+def _reflow_help(t: typer.Typer) -> None:
+    """`reflow` every command's and group's help under ``t`` (given or from the docstring)."""
+    for info in t.registered_commands:
+        doc = info.help if isinstance(info.help, str) else inspect.getdoc(info.callback)
+        if doc:
+            info.help = reflow(doc)
+    cb = t.registered_callback
+    if cb is not None and isinstance(cb.help, str):
+        cb.help = reflow(cb.help)
+    elif cb is not None and cb.callback.__doc__:  # in place: a group's own help still comes first
+        cb.callback.__doc__ = reflow(inspect.getdoc(cb.callback))
+    if isinstance(t.info.help, str):
+        t.info.help = reflow(t.info.help)
+    for g in t.registered_groups:
+        if isinstance(g.help, str):
+            g.help = reflow(g.help)
+        _reflow_help(g.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main() -> None:
