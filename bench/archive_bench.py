@@ -7,7 +7,7 @@
   on DuckDB over the archive (`dnscamp sql --archive`'s views), same SQL text on both;
 - ingest and archive throughput on the way;
 - what PostgreSQL's percentile_cont costs by itself over the exact question's windows
-  (`percentile_floor`): the lower bound of any store layout for that question on this machine.
+  (`exact_floor`): the lower bound of any store layout for that question on this machine.
 
     .venv/bin/python bench/archive_bench.py [--records 1000000] [--runs 5] [--keep DIR]
     DNSCAMP_HOME=/tmp/big10m .venv/bin/python bench/archive_bench.py --archive /tmp/arch10m --campaign gen
@@ -120,12 +120,12 @@ def side_by_side(url: str, reader: str, campaign: str, dest: Path, records: int,
 
 
 # The exact question's windows (QUERIES' bounds): the question on both engines over each, and what
-# percentile_cont alone costs in Postgres over the same values (`percentile_floor`).
+# percentile_cont alone costs in Postgres over the same values (`exact_floor`).
 FLOOR_WINDOWS = {"7 days": "2026-11-16 00:00:00+00", "30 days": "2026-10-24 00:00:00+00"}
 EXACT_P50 = "p50 total_ms per transport, last 7 days"  # the QUERIES entry, its window start replaced
 
 
-def percentile_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: int) -> dict:
+def exact_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: int) -> dict:
     """The exact p50 per transport over each of FLOOR_WINDOWS: on DuckDB over the archive and on
     Postgres through `v_dns_query` (``reader``), then what PostgreSQL's percentile_cont costs by
     itself over the same values, in the layout most favourable to it: the window's ok
@@ -214,7 +214,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the generated records and the archive here")
     ap.add_argument("--archive", type=Path, metavar="DIR",
                     help="no generation: the store at DNSCAMP_HOME holds --campaign and DIR is its archive "
-                         "(dnscamp archive): time QUERIES on both, and percentile_cont alone (`percentile_floor`)")
+                         "(dnscamp archive): time QUERIES on both, and percentile_cont alone (`exact_floor`)")
     ap.add_argument("--campaign", default=CAMPAIGN, help="with --archive: the campaign (bench/gen_campaign.py writes gen)")
     a = ap.parse_args()
 
@@ -224,7 +224,7 @@ def main() -> None:
     if a.archive:
         print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
         res = compare(engine.database_url("reader"), a.campaign, a.archive, a.runs)
-        res["percentile_floor"] = percentile_floor(engine.database_url("owner"), engine.database_url("reader"), a.campaign,
+        res["exact_floor"] = exact_floor(engine.database_url("owner"), engine.database_url("reader"), a.campaign,
                                                    a.archive, a.runs)
         print(f"load average after: {os.getloadavg()[0]:.2f}", flush=True)
         _floor_table(res)
@@ -264,7 +264,7 @@ def main() -> None:
 
         res.update(side_by_side(url, engine.database_url("reader", dbname=dbname), CAMPAIGN, work / "archive",
                                 a.records, a.runs))
-        res["percentile_floor"] = percentile_floor(url, engine.database_url("reader", dbname=dbname), CAMPAIGN,
+        res["exact_floor"] = exact_floor(url, engine.database_url("reader", dbname=dbname), CAMPAIGN,
                                                    work / "archive", a.runs)
     finally:
         with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
@@ -291,7 +291,7 @@ def _floor_table(res: dict) -> None:
     print()
     print("| exact p50 total_ms per transport (ms; × DuckDB) | 7 days | 30 days |")
     print("|---|---:|---:|")
-    f = res["percentile_floor"]
+    f = res["exact_floor"]
     for key, what in (("duckdb_ms", "DuckDB over the archive"), ("postgres_view_ms", "Postgres, `v_dns_query`"),
                       ("parallel_collect_ms", "Postgres, `v_dns_query`, the values only collected per transport "
                                               "(parallel `array_agg`, no percentile)"),

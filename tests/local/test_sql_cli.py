@@ -167,8 +167,8 @@ def test_docs_sql_examples_run_unchanged_on_the_archive(both, title, sql):
     assert_same_rows(pg, run_query(sql, both), title)
 
 
-def test_archive_bench_percentile_floor_on_both(both):
-    """bench/archive_bench.py's `percentile_floor` (the exact p50 per transport on both engines,
+def test_archive_bench_exact_floor_on_both(both):
+    """bench/archive_bench.py's `exact_floor` (the exact p50 per transport on both engines,
     and percentile_cont alone over the same values): it runs on a store and its archive, both
     engines agree (it asserts so), and its temporary table holds the window's ok records."""
     import sys
@@ -179,7 +179,7 @@ def test_archive_bench_percentile_floor_on_both(both):
     import archive_bench
 
     name = os.environ["DNSCAMP_DATABASE_NAME"]
-    out = archive_bench.percentile_floor(engine.database_url("owner", dbname=name), engine.database_url("reader", dbname=name),
+    out = archive_bench.exact_floor(engine.database_url("owner", dbname=name), engine.database_url("reader", dbname=name),
                                          CAMPAIGN, Path(both), runs=1)  # fmt: skip
     assert list(out) == list(archive_bench.FLOOR_WINDOWS)
     for window, lo in archive_bench.FLOOR_WINDOWS.items():
