@@ -21,6 +21,7 @@ processes this run created are touched, processes by PID.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -49,6 +50,7 @@ from vantage_agent.stats import percentile  # noqa: E402
 TCP_PAYLOAD = 1448  # MSS with TCP timestamps at MTU 1500
 ECHO_PORT = 7007
 SINK_PORT = 7008
+END_MARKERS = 20  # the loss test's end markers: one reaching the sink is enough, each may be lost
 TCP_PORT = 7009
 PROBE_RT_PRIORITY = 5
 
@@ -180,9 +182,16 @@ def h_icmp(host: str, n: str, interval_ms: str) -> None:
 
 def h_sink(port: str, idle_s: str) -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    # FORCE (root) passes net.core.rmem_max, which is 208 KiB on a stock kernel: ~270 queued
+    # datagrams, i.e. 70 ms of the blast at 4000 pps; a sink descheduled that long on a busy
+    # machine would lose datagrams the emulator never dropped
+    try:
+        s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 8 << 20)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind(("0.0.0.0", int(port)))
     seen = set()
+    markers = 0
     s.settimeout(None)
     print("ready", flush=True)
     while True:
@@ -191,11 +200,15 @@ def h_sink(port: str, idle_s: str) -> None:
         except socket.timeout:
             break
         seq = struct.unpack("!q", data[:8])[0]
-        if seq == -2:  # end marker
-            break
+        if seq == -2:  # an end marker: the blast sends END_MARKERS of them 10 ms apart
+            markers += 1
+            s.settimeout(0.3)
+            continue
         seen.add(seq)
         s.settimeout(float(idle_s))
-    print(json.dumps({"received": len(seen)}), flush=True)
+    # which datagrams arrived, as one digest: equal seeds must drop the same ones
+    digest = hashlib.sha256(b"".join(struct.pack("!q", q) for q in sorted(seen))).hexdigest()[:16]
+    print(json.dumps({"received": len(seen), "markers": markers, "received_digest": digest}), flush=True)
 
 
 def h_blast(host: str, port: str, n: str, pps: str) -> None:
@@ -211,13 +224,12 @@ def h_blast(host: str, port: str, n: str, pps: str) -> None:
         if d > 0:
             time.sleep(d)
     time.sleep(1.0)
-    for _ in range(20):  # the end marker may itself be lost
-        try:
-            s.send(struct.pack("!q", -2))
-        except ConnectionRefusedError:  # the sink has gone (ICMP port unreachable)
-            break
+    # every marker is sent (the sink counts those it gets) so that the emulator's drop count
+    # splits exactly into data and markers
+    for _ in range(END_MARKERS):
+        s.send(struct.pack("!q", -2))
         time.sleep(0.01)
-    print(json.dumps({"sent": int(n)}))
+    print(json.dumps({"sent": int(n), "markers": END_MARKERS}))
 
 
 def h_tcp_sink(port: str, warmup_s: str) -> None:
@@ -426,16 +438,22 @@ class Run:
         """ICMP echo RTTs (ms; the kernel of b answers) from a to b, 20 ms apart."""
         return self.t.run(self.t.a, "icmp", self.t.ip_b, n, 20, rt=True)["rtts_ms"]
 
-    def loss(self, p: float, n: int, pps: float) -> dict:
-        lk = self.link({"delay_ms": 5.0, "loss": {"model": "random", "p": p}, "seed": int(time.time())},
+    def loss(self, p: float, n: int, pps: float, seed: int | None = None) -> dict:
+        """Random loss ``p`` on a→b over ``n`` datagrams. ``seed`` (default: the clock) seeds the
+        emulator's loss draws, so a run is reproducible: the same seed and the same datagrams give
+        the same drops. Passes when the datagrams lost end to end fall in the binomial 99 %
+        interval and (nfqueue) every one of them is a drop the emulator counted."""
+        seed = int(time.time()) if seed is None else int(seed)
+        lk = self.link({"delay_ms": 5.0, "loss": {"model": "random", "p": p}, "seed": seed},
                        {"delay_ms": 5.0})
         lk.start()
         try:
             sink = self.t.spawn(self.t.b, "sink", SINK_PORT, 3)
             wait_ready(sink)
-            self.t.run(self.t.a, "blast", self.t.ip_b, SINK_PORT, n, pps)
+            sent = self.t.run(self.t.a, "blast", self.t.ip_b, SINK_PORT, n, pps)
             out, _ = sink.communicate(timeout=30)
-            received = json.loads(out.strip().splitlines()[-1])["received"]
+            got = json.loads(out.strip().splitlines()[-1])
+            received = got["received"]
             time.sleep(1.1)
             st = lk.stats()
         finally:
@@ -443,11 +461,18 @@ class Run:
         lost = n - received
         sd = math.sqrt(n * p * (1 - p))
         lo, hi = n * p - 2.576 * sd, n * p + 2.576 * sd
-        res = {"configured_p": p, "packets": n, "lost": lost, "loss_rate": lost / n,
+        res = {"configured_p": p, "packets": n, "seed": seed, "lost": lost,
+               "received_digest": got["received_digest"], "loss_rate": lost / n,
                "binomial_99_interval": [math.floor(lo), math.ceil(hi)], "pass": lo <= lost <= hi,
                "backend": lk.backend}
         if lk.backend == "nfqueue":
-            res["emulator_drops"] = st["directions"]["a_to_b"]["drops_by_cause"]
+            drops = st["directions"]["a_to_b"]["drops_by_cause"]
+            res["emulator_drops"] = drops
+            # datagrams lost somewhere the emulator did not decide it (a socket, the kernel);
+            # its drops include the end markers it dropped
+            markers_lost = sent["markers"] - got["markers"]
+            res["lost_outside_emulator"] = lost + markers_lost - sum(drops.values())
+            res["pass"] = res["pass"] and res["lost_outside_emulator"] == 0
         return res
 
     def tcp(self, rate: float, seconds: float, delay_ms: float) -> dict:
@@ -500,10 +525,11 @@ DEFAULT_RTTS_MS = (14.8, 104.5)
 
 
 def measure(delays_ms=DEFAULT_RTTS_MS, probes: int = 300, probe_interval_ms: float = 20.0, loss: float = 0.01,
-            loss_packets: int = 20000, loss_pps: float = 4000, rates=(20.0, 50.0), tcp_seconds: float = 8.0,
-            tcp_rtt_ms: float = 20.0, tests=("rtt", "loss", "tcp"), backend: str | None = None) -> dict:
+            loss_packets: int = 20000, loss_pps: float = 4000, loss_seed: int | None = None,
+            rates=(20.0, 50.0), tcp_seconds: float = 8.0, tcp_rtt_ms: float = 20.0, tests=("rtt", "loss", "tcp"), backend: str | None = None) -> dict:
     """Build the throwaway topology, run the chosen tests, tear down; returns the result dict
-    (``result["pass"]`` = every target met). Needs root. Callable from pytest / the benchmark."""
+    (``result["pass"]`` = every target met). Needs root. Callable from pytest / the benchmark.
+    ``loss_seed`` fixes the emulator's loss draws (default: the clock, recorded in the result)."""
     tests = set(tests)
     topo = Topo()
     result: dict = {"machine": {"kernel": os.uname().release, "cpus": os.cpu_count()},
@@ -517,7 +543,7 @@ def measure(delays_ms=DEFAULT_RTTS_MS, probes: int = 300, probe_interval_ms: flo
             if "rtt" in tests:
                 result["rtt"] = [run.rtt(r, probes, probe_interval_ms) for r in delays_ms]
             if "loss" in tests:
-                result["loss"] = run.loss(loss, loss_packets, loss_pps)
+                result["loss"] = run.loss(loss, loss_packets, loss_pps, loss_seed)
             if "tcp" in tests and rates:
                 result["tcp"] = [run.tcp(float(r), tcp_seconds, tcp_rtt_ms) for r in rates]
                 top = result["tcp"][-1]
@@ -549,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loss", type=float, default=0.01)
     ap.add_argument("--loss-packets", type=int, default=20000)
     ap.add_argument("--loss-pps", type=float, default=4000)
+    ap.add_argument("--loss-seed", type=int, help="seed of the emulator's loss draws (default: the clock)")
     ap.add_argument("--rates", default="20,50", help="TCP goodput rates, Mbit/s, comma separated")
     ap.add_argument("--tcp-seconds", type=float, default=8.0)
     ap.add_argument("--tcp-rtt-ms", type=float, default=20.0)
@@ -569,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     result = measure(
         delays_ms=args.delay_ms or DEFAULT_RTTS_MS, probes=args.probes, probe_interval_ms=args.probe_interval_ms,
-        loss=args.loss, loss_packets=args.loss_packets, loss_pps=args.loss_pps,
+        loss=args.loss, loss_packets=args.loss_packets, loss_pps=args.loss_pps, loss_seed=args.loss_seed,
         rates=[float(x) for x in args.rates.split(",") if x], tcp_seconds=args.tcp_seconds,
         tcp_rtt_ms=args.tcp_rtt_ms, tests=args.tests.split(","), backend=args.backend,
     )
@@ -581,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"(median error {r['median_error_ms']:+} ms) {'ok' if r['pass'] else 'FAIL'}")
         if "loss" in result:
             lo = result["loss"]
-            print(f"loss {lo['configured_p']}: {lo['lost']}/{lo['packets']} in {lo['binomial_99_interval']} "
+            print(f"loss {lo['configured_p']} (seed {lo['seed']}): {lo['lost']}/{lo['packets']} in "
+                  f"{lo['binomial_99_interval']}, outside the emulator {lo.get('lost_outside_emulator')} "
                   f"{'ok' if lo['pass'] else 'FAIL'}")
         for t in result.get("tcp", []):
             for d in ("a_to_b", "b_to_a"):
