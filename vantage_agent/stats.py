@@ -41,3 +41,33 @@ def percentile(values: Iterable[float | None], p: float) -> float | None:
 def median(values: Iterable[float | None]) -> float | None:
     """``percentile(values, 50)``."""
     return percentile(values, 50)
+
+
+def binomial_interval(n: int, p: float, level: float = 0.99) -> tuple[int, int]:
+    """Central acceptance interval [lo, hi] of the lost count under Binomial(n, p):
+    P(X < lo) <= (1-level)/2 and P(X > hi) <= (1-level)/2. Exact (summed pmf), so it holds for
+    small n and p where the normal approximation does not; the testbed's conformance check and
+    linkem's selftest judge a configured loss rate by it."""
+    if n <= 0:
+        return 0, 0
+    if p <= 0:
+        return 0, 0
+    if p >= 1:
+        return n, n
+    alpha = (1 - level) / 2
+    logp, log1p = math.log(p), math.log1p(-p)
+    lg_n = math.lgamma(n + 1)
+    cdf = 0.0
+    lo = hi = None
+    for k in range(n + 1):
+        pmf = math.exp(lg_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * logp + (n - k) * log1p)
+        prev = cdf
+        cdf += pmf
+        if lo is None and cdf > alpha:
+            lo = k
+        if hi is None and cdf >= 1 - alpha:
+            hi = k
+            break
+        if prev > 1:  # numerical guard
+            break
+    return lo if lo is not None else 0, hi if hi is not None else n

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
 import signal
@@ -45,7 +44,7 @@ if __package__ in (None, ""):
 else:
     from . import driver
 
-from vantage_agent.stats import percentile  # noqa: E402
+from vantage_agent.stats import binomial_interval, percentile  # noqa: E402
 
 TCP_PAYLOAD = 1448  # MSS with TCP timestamps at MTU 1500
 ECHO_PORT = 7007
@@ -459,11 +458,10 @@ class Run:
         finally:
             lk.stop()
         lost = n - received
-        sd = math.sqrt(n * p * (1 - p))
-        lo, hi = n * p - 2.576 * sd, n * p + 2.576 * sd
+        lo, hi = binomial_interval(n, p)
         res = {"configured_p": p, "packets": n, "seed": seed, "lost": lost,
                "received_digest": got["received_digest"], "loss_rate": lost / n,
-               "binomial_99_interval": [math.floor(lo), math.ceil(hi)], "pass": lo <= lost <= hi,
+               "binomial_99_interval": [lo, hi], "pass": lo <= lost <= hi,
                "backend": lk.backend}
         if lk.backend == "nfqueue":
             drops = st["directions"]["a_to_b"]["drops_by_cause"]

@@ -16,7 +16,7 @@ pytestmark = [
 
 
 # A fixed seed: a 99 % interval drawn from the clock fails one run in a hundred by design (CI
-# once saw 126 of 10,000 against [74, 126)); with the seed fixed the emulator's draws are the
+# once saw 126 of 10,000 against [74.4, 125.6]); with the seed fixed the emulator's draws are the
 # same every run, so what can fail is the emulator or the path, not the dice.
 LOSS_SEED = 20261125
 
