@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import shutil
@@ -125,6 +126,74 @@ FLOOR_WINDOWS = {"7 days": "2026-11-16 00:00:00+00", "30 days": "2026-10-24 00:0
 EXACT_P50 = "p50 total_ms per transport, last 7 days"  # the QUERIES entry, its window start replaced
 
 
+# The rollup-guided exact median: the rollup's histograms give every transport's exact count of
+# ok values per log bucket, hence the bucket(s) holding the ranks percentile_cont interpolates
+# between and how many values lie below them; one scan of the window then fetches only the values
+# of those buckets (a few % of the window), and the ranks are read from them sorted. The count of
+# fetched values is checked against the rollup's (a value bucketed differently at ingest and here
+# would show): on a mismatch that transport falls back to percentile_cont over the view. Hour-
+# aligned windows only (FLOOR_WINDOWS are): a window starting inside an hour would need that
+# hour's histogram from the base rows.
+GUIDED_HIST = """
+    SELECT transport, bucket, sum(n)::bigint FROM v_dns_hourly_hist
+    WHERE campaign = %(campaign)s AND hour >= %(t0)s::timestamptz GROUP BY 1, 2"""
+GUIDED_SLICE = """
+    SELECT transport, total_ms FROM v_dns_query
+    WHERE campaign = %(campaign)s AND status = 'ok' AND started_at >= %(t0)s::timestamptz
+      AND total_ms >= %(lo)s AND total_ms < %(hi)s AND ({ranges})"""
+
+
+def guided_exact(rc, campaign: str, t0: str, q: float = 0.5) -> tuple[list[tuple], list[str]]:
+    """``[(transport, n, q-quantile of total_ms)]`` equal to ``percentile_cont(q)`` over
+    ``v_dns_query``'s ok rows since ``t0`` (hour-aligned), read through the rollup as above; and
+    the transports that fell back to percentile_cont."""
+    counts: dict[str, dict[int, int]] = {}
+    for transport, bucket, n in rc.execute(GUIDED_HIST, {"campaign": campaign, "t0": t0}):
+        counts.setdefault(transport, {})[bucket] = n
+    want, ranges, params = {}, [], {"campaign": campaign, "t0": t0}
+    for i, (transport, hist) in enumerate(sorted(counts.items())):
+        total = sum(hist.values())
+        pos = q * float(total - 1)  # as percentile_cont: float8 rank, floor and ceil, then lerp
+        k0, k1 = math.floor(pos), math.ceil(pos)
+        below, b0, b1, upto = 0, None, None, 0
+        for b in sorted(hist):
+            if b0 is None and upto + hist[b] > k0:
+                b0, below = b, upto
+            upto += hist[b]
+            if upto > k1:
+                b1 = b
+                break
+        want[transport] = (total, pos, k0, k1, below, sum(n for b, n in hist.items() if b0 <= b <= b1))
+        # the bucket test is the rollup's own function; the value range before it lets the scan
+        # skip its logarithm for the rows far from the median
+        lo = 0.001 * 1.02 ** (b0 - 1) * (1 - 1e-9) if b0 > 0 else float("-inf")
+        hi = 0.001 * 1.02**b1 * (1 + 1e-9)
+        ranges.append(f"(transport = %(tr{i})s AND total_ms >= %(lo{i})s AND total_ms < %(hi{i})s "
+                      f"AND dnscamp_hist_bucket(total_ms) BETWEEN {int(b0)} AND {int(b1)})")
+        params.update({f"tr{i}": transport, f"lo{i}": lo, f"hi{i}": hi})
+    values: dict[str, list[float]] = {t: [] for t in want}
+    if ranges:
+        # one range over every transport's first: the scan tests it before the per-transport ones
+        params["lo"] = min(params[f"lo{i}"] for i in range(len(ranges)))
+        params["hi"] = max(params[f"hi{i}"] for i in range(len(ranges)))
+        for transport, v in rc.execute(GUIDED_SLICE.format(ranges=" OR ".join(ranges)), params):
+            values[transport].append(v)
+    out, fell_back = [], []
+    for transport, (total, pos, k0, k1, below, expected) in sorted(want.items()):
+        vals = sorted(values[transport])
+        if len(vals) != expected:
+            fell_back.append(transport)
+            row = rc.execute("SELECT count(total_ms), percentile_cont(%(q)s) WITHIN GROUP (ORDER BY total_ms) "
+                             "FROM v_dns_query WHERE campaign = %(campaign)s AND status = 'ok' AND "
+                             "started_at >= %(t0)s::timestamptz AND transport = %(t)s",
+                             {"q": q, "campaign": campaign, "t0": t0, "t": transport}).fetchone()
+            out.append((transport, row[0], row[1]))
+            continue
+        lo_v, hi_v = vals[k0 - below], vals[k1 - below]
+        out.append((transport, total, lo_v if k0 == k1 else lo_v + (pos - k0) * (hi_v - lo_v)))
+    return out, fell_back
+
+
 def exact_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: int) -> dict:
     """The exact p50 per transport over each of FLOOR_WINDOWS: on DuckDB over the archive and on
     Postgres through `v_dns_query` (``reader``), then what PostgreSQL's percentile_cont costs by
@@ -156,6 +225,9 @@ def exact_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: i
             gather = q.replace("percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms)", "cardinality(array_agg(total_ms))")
             _, gather_s, grow = timed(lambda: rc.execute(gather).fetchall(), runs)
             assert [r[:2] for r in grow] == [r[:2] for r in prow], (window, grow, prow)
+            _, guided_s, (gout, fell_back) = timed(lambda: guided_exact(rc, campaign, lo), runs)
+            # exact: the same values bit for bit (percentile_cont's own arithmetic), not close
+            assert [tuple(r) for r in gout] == [tuple(r) for r in prow], (window, gout, prow)
             c.execute("DROP TABLE IF EXISTS pg_temp.floor_values")
             c.execute("CREATE TEMP TABLE floor_values AS SELECT transport, total_ms FROM v_dns_query "
                       "WHERE campaign = %s AND status = 'ok' AND started_at >= %s::timestamptz ORDER BY transport",
@@ -164,7 +236,8 @@ def exact_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: i
             c.execute("ANALYZE pg_temp.floor_values")
             n = c.execute("SELECT count(*) FROM pg_temp.floor_values").fetchone()[0]
             row = {"values": n, "duckdb_ms": round(duck_s * 1000, 1), "postgres_view_ms": round(pg_s * 1000, 1),
-                   "parallel_collect_ms": round(gather_s * 1000, 1)}
+                   "parallel_collect_ms": round(gather_s * 1000, 1), "guided_ms": round(guided_s * 1000, 1),
+                   "guided_fell_back": fell_back}
             c.execute("SET enable_sort = off")  # GroupAggregate over the index scan: the groups in order
             c.execute("SET enable_hashagg = off")
             for name, sql in (("alone_one_group_ms", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ms) "
@@ -178,7 +251,8 @@ def exact_floor(url: str, reader: str, campaign: str, archive_dir: Path, runs: i
             out[window] = row
             print(f"exact p50 per transport, {window} ({n:,} values): DuckDB {row['duckdb_ms']:,.0f} ms, "
                   f"v_dns_query {row['postgres_view_ms']:,.0f} ms; percentile_cont alone {row['alone_one_group_ms']:,.0f} ms "
-                  f"over all, {row['alone_per_transport_ms']:,.0f} ms per transport", flush=True)
+                  f"over all, {row['alone_per_transport_ms']:,.0f} ms per transport; rollup-guided "
+                  f"{row['guided_ms']:,.0f} ms (fell back: {fell_back or 'none'})", flush=True)
         c.execute("DROP TABLE IF EXISTS pg_temp.floor_values")
     return out
 
@@ -296,7 +370,9 @@ def _floor_table(res: dict) -> None:
                       ("parallel_collect_ms", "Postgres, `v_dns_query`, the values only collected per transport "
                                               "(parallel `array_agg`, no percentile)"),
                       ("alone_one_group_ms", "Postgres, percentile_cont alone, all values in one group"),
-                      ("alone_per_transport_ms", "Postgres, percentile_cont alone, per transport")):
+                      ("alone_per_transport_ms", "Postgres, percentile_cont alone, per transport"),
+                      ("guided_ms", "Postgres, rollup-guided exact (`guided_exact`: the rollup's histogram, "
+                                    "then the median's buckets only)")):
         cells = [f"{w[key]:,.0f} ({w[key] / w['duckdb_ms']:.1f}×)" for w in f.values()]
         print(f"| {what} | " + " | ".join(cells) + " |")
     print("| values in the window | " + " | ".join(f"{w['values']:,}" for w in f.values()) + " |")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dnscamp.cli import app
@@ -188,3 +190,50 @@ def test_archive_bench_exact_floor_on_both(both):
         assert out[window]["values"] == n > 0, window
         assert all(out[window][k] > 0 for k in ("duckdb_ms", "postgres_view_ms", "parallel_collect_ms",
                                                  "alone_one_group_ms", "alone_per_transport_ms"))  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=st.sampled_from([0.0, 1.0, 0.5, 0.9, 0.99]) | st.floats(0.0, 1.0))
+def test_rollup_guided_exact_equals_percentile_cont(both, q):
+    """bench/archive_bench.py's `guided_exact` (the rollup's histogram, then only the buckets
+    holding the quantile's ranks) gives percentile_cont's value bit for bit, any q, without
+    falling back."""
+    import sys
+
+    from db import engine
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import archive_bench
+
+    with psycopg.connect(engine.database_url("reader", dbname=os.environ["DNSCAMP_DATABASE_NAME"])) as rc:
+        for lo in archive_bench.FLOOR_WINDOWS.values():
+            got, fell_back = archive_bench.guided_exact(rc, CAMPAIGN, lo, q)
+            want = rc.execute("SELECT transport, count(total_ms), percentile_cont(%s) WITHIN GROUP (ORDER BY total_ms) "
+                              "FROM v_dns_query WHERE campaign = %s AND status = 'ok' AND started_at >= %s::timestamptz "
+                              "GROUP BY 1 ORDER BY 1", (q, CAMPAIGN, lo)).fetchall()  # fmt: skip
+            assert want and got == want, (q, lo)
+            assert fell_back == []
+
+
+def test_rollup_guided_exact_falls_back_when_the_counts_disagree(both, monkeypatch):
+    """A slice that misses a value (as a value bucketed differently at ingest would) does not
+    give a wrong figure: the transport is answered by percentile_cont and named."""
+    import sys
+
+    from db import engine
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import archive_bench
+
+    lo = archive_bench.FLOOR_WINDOWS["30 days"]
+    with psycopg.connect(engine.database_url("reader", dbname=os.environ["DNSCAMP_DATABASE_NAME"])) as rc:
+        exact, _ = archive_bench.guided_exact(rc, CAMPAIGN, lo)
+        first = exact[0][0]
+        # drop the first transport's smallest fetched value from the slice
+        monkeypatch.setattr(archive_bench, "GUIDED_SLICE", archive_bench.GUIDED_SLICE.replace(
+            "AND ({ranges})", f"AND ({{ranges}}) AND NOT (transport = '{first}' AND total_ms = (SELECT min(total_ms) "
+            f"FROM v_dns_query WHERE campaign = %(campaign)s AND status = 'ok' AND started_at >= %(t0)s::timestamptz "
+            f"AND transport = '{first}' AND total_ms >= %(lo0)s AND total_ms < %(hi0)s))"))  # fmt: skip
+        got, fell_back = archive_bench.guided_exact(rc, CAMPAIGN, lo)
+    assert fell_back == [first]
+    assert got == exact
