@@ -4,7 +4,9 @@ page's names over its transport (CoreDNS's log for the QUIC server block shows t
 that the stub's own added latency stays small."""
 
 import json
+import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -90,3 +92,50 @@ def test_browser_load_through_the_stub(world, tmp_path, browser, transport):
     assert {q[1] for q in seen} == {"do53"}  # CoreDNS -> site resolver; the browser never reached it
     assert "www.site.test" in log.read_text()
     assert json.loads((tmp_path / b["har_path"]).read_text())["log"]["entries"]
+
+
+@pytest.mark.parametrize("h3", [True, False])
+def test_quic_stream_wakeup_between_check_and_wait(h3):
+    """The answer lands just after the stream checked its buffer and before it waits (the
+    worker thread runs in that gap): the stream must still see it, not time out. dnspython
+    2.9.2's own waits lose that wake-up (vantage_agent.pageload.stub patches them)."""
+    import dns.exception
+    import dns.quic._sync
+
+    class Conn:
+        def is_h3(self):
+            return h3
+
+    s = dns.quic._sync.SyncQuicStream(Conn(), 0)
+    answer = b"" if h3 else struct.pack("!H", 3) + b"abc"
+    real_have, real_seen_end = s._buffer.have, s._buffer.seen_end
+    writer: list = []
+
+    def deliver_in_the_gap():
+        # the worker thread: the whole answer, then its notify, while the reader is between
+        # its check and its wait; give it time to finish if nothing holds it back
+        t = threading.Thread(target=s._add_input, args=(answer, True))
+        t.start()
+        writer.append(t)
+        t.join(0.3)
+
+    def have(amount):
+        r = real_have(amount)
+        if not writer:
+            deliver_in_the_gap()
+        return r
+
+    def seen_end():
+        r = real_seen_end()
+        if not writer:
+            deliver_in_the_gap()
+        return r
+
+    s._buffer.have, s._buffer.seen_end = have, seen_end
+    try:
+        s.wait_for_end(time.time() + 3) if h3 else s.wait_for(2, time.time() + 3)
+    except dns.exception.Timeout:
+        pytest.fail("the answer arrived during the check and the stream waited out its timeout")
+    finally:
+        for t in writer:
+            t.join(5)

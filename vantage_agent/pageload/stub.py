@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
@@ -34,6 +35,47 @@ import dns.rcode
 
 from vantage_agent.pageload.dnsmode import Resolver
 from vantage_agent.stats import percentile
+
+
+# dnspython's synchronous QUIC stream (2.9.2) loses wake-ups: a reader checks its buffer under
+# the stream's lock, releases it, and only then waits on the condition, while the connection's
+# worker thread adds the answer and notifies without that lock. An answer that lands between
+# the check and the wait is never seen, and the query ends in dns.exception.Timeout after the
+# whole timeout although its answer arrived. On a loaded machine this is a stub failure
+# (CI saw one: a doh3 page load with stub failures 1). The two waits below are dnspython's
+# own, with the check made while holding the condition: the worker's notify then comes either
+# before the check (which sees the data) or during the wait. Lock order is condition, then
+# lock; nothing in dnspython takes them the other way round.
+# tests/local/test_pageload_stub.py::test_quic_stream_wakeup_between_check_and_wait.
+def _wait_for(self: Any, amount: int, expiration: float | None) -> None:
+    while True:
+        timeout = self._timeout_from_expiration(expiration)
+        with self._wake_up:
+            with self._lock:
+                if self._buffer.have(amount):
+                    return
+                self._expecting = amount
+            if not self._wake_up.wait(timeout):
+                raise dns.exception.Timeout
+        self._expecting = 0
+
+
+def _wait_for_end(self: Any, expiration: float | None) -> None:
+    while True:
+        timeout = self._timeout_from_expiration(expiration)
+        with self._wake_up:
+            with self._lock:
+                if self._buffer.seen_end():
+                    return
+            if not self._wake_up.wait(timeout):
+                raise dns.exception.Timeout
+
+
+if dns.quic.have_quic:  # without aioquic dnspython has no QUIC stream (and the stub no transport)
+    import dns.quic._sync
+
+    dns.quic._sync.SyncQuicStream.wait_for = _wait_for  # type: ignore[method-assign]
+    dns.quic._sync.SyncQuicStream.wait_for_end = _wait_for_end  # type: ignore[method-assign]
 
 
 @dataclass
