@@ -18,6 +18,17 @@ apt_install() {
 }
 cache_dir() { echo "${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp"; }
 
+# step_targets STEP: the targets a step serves, from its "# for: demo test" line (run.sh runs a
+# step for a target it names); a step without the line is an error, not run by default.
+step_targets() {
+  local t
+  t=$(sed -n 's/^# for: *//p' "$1" | head -1)
+  [ -n "$t" ] || { echo "install: $1 has no '# for:' line (demo, test or both)" >&2; return 2; }
+  echo "$t"
+}
+# for_demo: this install is `make demo`'s (install/run.sh demo), which leaves out test-only parts
+for_demo() { [ "${DNSCAMP_INSTALL_FOR:-test}" = demo ]; }
+
 # --- toolchains ------------------------------------------------------------------------------
 # Each toolchain the install needs is either installed here from the registries (apt, the Go
 # module proxy) or reported as a missing prerequisite in ONE line naming the command to run.

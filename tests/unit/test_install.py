@@ -83,4 +83,122 @@ def test_every_step_uses_the_toolchain_checks():
     assert "CARGO=$(ensure_cargo) || exit 2" in steps["50-browsers.sh"]
     assert "check_prereqs || exit 2" in (ROOT / "install" / "run.sh").read_text()
     assert "python3-venv" in steps["10-apt-base.sh"]
-    assert "--require-hashes --no-deps -r requirements.lock" in steps["20-python.sh"]
+    # the whole lock, hash-checked, unless the demo's part of it (install/lock_subset.py)
+    assert "--require-hashes --no-deps -r \"$lock\"" in steps["20-python.sh"]
+    assert "want=$full lock=requirements.lock" in steps["20-python.sh"]
+    assert "install/lock_subset.py requirements.lock pyproject.toml > \"$lock\"" in steps["20-python.sh"]
+
+
+# --- `make demo` installs what the demo runs; `make test` everything ----------------------------
+STEPS = sorted((ROOT / "install").glob("[0-9][0-9]-*.sh"))
+TEST_ONLY_STEPS = {"60-infra.sh"}  # tflint, checkov, cloud-init: the fleet's tools
+
+
+def test_every_step_says_whom_it_serves_and_make_test_runs_them_all(tmp_path):
+    for step in STEPS:
+        p = lib(f"step_targets {step}", tmp_path)
+        assert p.returncode == 0, p.stderr
+        targets = p.stdout.split()
+        assert set(targets) <= {"demo", "test"} and "test" in targets, (step.name, targets)
+        assert ("demo" not in targets) == (step.name in TEST_ONLY_STEPS), (step.name, targets)
+    nameless = tmp_path / "99-x.sh"
+    nameless.write_text("#!/usr/bin/env bash\necho hi\n")
+    p = lib(f"step_targets {nameless}", tmp_path)
+    assert p.returncode == 2 and "has no '# for:' line" in p.stderr
+
+
+def run_steps(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """install/run.sh over stand-in steps that print the target they were given, as root (a fake id)."""
+    inst = tmp_path / "repo" / "install"
+    inst.mkdir(parents=True)
+    for f in ("run.sh", "lib.sh"):
+        (inst / f).write_text((ROOT / "install" / f).read_text())
+    for name, targets in (("10-a.sh", "demo test"), ("20-b.sh", "test"), ("30-c.sh", "test demo")):
+        (inst / name).write_text(f"#!/usr/bin/env bash\n# for: {targets}\n"
+                                 f"source install/lib.sh\nfor_demo && echo '{name} demo' || echo '{name} all'\n")
+    d = fake(tmp_path, "id", "0")
+    return subprocess.run(["bash", str(inst / "run.sh"), *args], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{d}:/usr/bin:/bin", "HOME": str(tmp_path)})
+
+
+def test_run_sh_demo_runs_the_demos_steps_only(tmp_path):
+    p = run_steps(tmp_path, "demo")
+    assert p.returncode == 0, p.stderr
+    ran = [line for line in p.stdout.splitlines() if line.endswith((" demo", " all"))]
+    assert ran == ["10-a.sh demo", "30-c.sh demo"], p.stdout
+    assert "== install: 20-b.sh: skipped (for: test)" in p.stdout
+
+
+def test_run_sh_runs_every_step_whole_by_default_and_refuses_another_target(tmp_path):
+    p = run_steps(tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert [line for line in p.stdout.splitlines() if line.endswith((" demo", " all"))] == [
+        "10-a.sh all", "20-b.sh all", "30-c.sh all"]
+    p = subprocess.run(["bash", "install/run.sh", "fleet"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "usage: install/run.sh [demo|test]" in p.stderr
+
+
+def test_make_demo_installs_for_the_demo_and_make_test_everything():
+    def first(target: str) -> str:
+        return subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.splitlines()[0]
+    assert first("demo") == "bash install/run.sh demo"
+    assert first("test") == "bash install/run.sh test"
+    assert first("deps") == "bash install/run.sh test"
+    base = (ROOT / "install" / "10-apt-base.sh").read_text()
+    assert "for_demo || apt_install cron socat docker-compose" in base  # rehearsal and compose tests only
+
+
+def _lock_subset():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lock_subset", ROOT / "install" / "lock_subset.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_demos_lock_is_the_runtime_closure_of_requirements_lock():
+    """Every kept block is the lock's own (same pin, same hashes); every [project] dependency and
+    everything each kept package requires (its installed metadata, extras left out) is kept; the
+    test extra's tools are not."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    ls = _lock_subset()
+    lock = (ROOT / "requirements.lock").read_text()
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    subset = ls.runtime_subset(lock, pyproject)
+    _, all_blocks, _ = ls.blocks(lock)
+    _, kept, _ = ls.blocks(subset)
+    assert all(all_blocks[name] == text for name, text in kept.items())
+    assert {ls.norm(r) for r in pyproject["project"]["dependencies"]} <= set(kept)
+    assert "setuptools" in kept  # the editable install builds without isolation
+    assert {"pytest", "hypothesis", "moto", "python-hcl2", "cfn-lint", "sympy"}.isdisjoint(kept)
+    assert "numpy" in kept  # a test pin, but pyarrow and matplotlib need it
+    unmet = []
+    for name in kept:
+        for req in metadata.requires(name) or []:
+            r = Requirement(req)
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                if ls.norm(r.name) not in kept:
+                    unmet.append(f"{name} requires {r.name}")
+    assert not unmet, unmet
+
+
+def test_lock_subset_follows_via_chains():
+    ls = _lock_subset()
+    lock = ("# header\n"
+            "a==1 \\\n    --hash=sha256:aa\n    # via dnscamp (pyproject.toml)\n"
+            "b==2 \\\n    --hash=sha256:bb\n    # via\n    #   a\n    #   t\n"
+            "c==3 \\\n    --hash=sha256:cc\n    # via b\n"
+            "t==4 \\\n    --hash=sha256:tt\n    # via dnscamp (pyproject.toml)\n"
+            "u==5 \\\n    --hash=sha256:uu\n    # via t\n"
+            "\n# The following packages are considered to be unsafe in a requirements file:\n"
+            "setuptools==6 \\\n    --hash=sha256:ss\n    # via dnscamp (pyproject.toml::build-system.requires)\n")
+    pyproject = {"project": {"dependencies": ["A==1"], "optional-dependencies": {"test": ["t==4"]}},
+                 "build-system": {"requires": ["setuptools>=68"]}}
+    out = ls.runtime_subset(lock, pyproject)
+    assert out.startswith("# header\na==1")
+    assert [line.split("==")[0] for line in out.splitlines() if "==" in line] == ["a", "b", "c", "setuptools"]
