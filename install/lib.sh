@@ -1,20 +1,35 @@
 # Shared helpers for install steps (sourced).
 # apt_install PKG...: installs the packages that are missing; runs `apt-get update` once per
-# machine-day only when something is missing. Waits for the dpkg lock instead of failing.
+# machine-day only when something is missing. Waits for the dpkg lock instead of failing, and
+# holds a lock of its own so that steps run in parallel (run.sh) queue their apt calls and the
+# day's `apt-get update` runs once.
 apt_install() {
   local missing=()
+  _apt_missing "$@"
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local state=${DNSCAMP_APT_STATE:-/var/lib/apt/periodic}  # the lock and the day's update stamp
+  mkdir -p "$state"
+  (
+    flock 9
+    missing=()
+    _apt_missing "$@"  # again: a parallel step may have installed them meanwhile
+    [ ${#missing[@]} -eq 0 ] && exit 0
+    echo "   apt: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    stamp=$state/dnscamp-update-$(date +%Y%m%d)
+    if [ ! -e "$stamp" ]; then
+      apt-get -o DPkg::Lock::Timeout=900 update -qq
+      touch "$stamp"
+    fi
+    apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  ) 9> "$state/dnscamp-apt.lock"
+}
+# _apt_missing PKG...: appends to the caller's `missing` the packages dpkg does not have installed
+_apt_missing() {
+  local p
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "   apt: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  local stamp=/var/lib/apt/periodic/dnscamp-update-$(date +%Y%m%d)
-  if [ ! -e "$stamp" ]; then
-    apt-get -o DPkg::Lock::Timeout=900 update -qq
-    mkdir -p "$(dirname "$stamp")" && touch "$stamp"
-  fi
-  apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 cache_dir() { echo "${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp"; }
 

@@ -101,23 +101,31 @@ def test_every_step_says_whom_it_serves_and_make_test_runs_them_all(tmp_path):
         targets = p.stdout.split()
         assert set(targets) <= {"demo", "test"} and "test" in targets, (step.name, targets)
         assert ("demo" not in targets) == (step.name in TEST_ONLY_STEPS), (step.name, targets)
+        parallel = "\n# parallel: yes\n" in step.read_text()
+        assert parallel == (step.name in {"40-testbed-servers.sh", "50-browsers.sh"}), step.name  # the two builds
     nameless = tmp_path / "99-x.sh"
     nameless.write_text("#!/usr/bin/env bash\necho hi\n")
     p = lib(f"step_targets {nameless}", tmp_path)
     assert p.returncode == 2 and "has no '# for:' line" in p.stderr
 
 
-def run_steps(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """install/run.sh over stand-in steps that print the target they were given, as root (a fake id)."""
+STAND_IN = "source install/lib.sh\nfor_demo && echo '{name} demo' || echo '{name} all'\n"
+
+
+def run_steps(tmp_path: Path, *args: str, steps=None) -> subprocess.CompletedProcess:
+    """install/run.sh over stand-in steps (name, header lines, body; by default three that print
+    the target they were given), as root (a fake id)."""
     inst = tmp_path / "repo" / "install"
     inst.mkdir(parents=True)
     for f in ("run.sh", "lib.sh"):
         (inst / f).write_text((ROOT / "install" / f).read_text())
-    for name, targets in (("10-a.sh", "demo test"), ("20-b.sh", "test"), ("30-c.sh", "test demo")):
-        (inst / name).write_text(f"#!/usr/bin/env bash\n# for: {targets}\n"
-                                 f"source install/lib.sh\nfor_demo && echo '{name} demo' || echo '{name} all'\n")
+    if steps is None:
+        steps = [(name, f"# for: {targets}", STAND_IN.format(name=name))
+                 for name, targets in (("10-a.sh", "demo test"), ("20-b.sh", "test"), ("30-c.sh", "test demo"))]
+    for name, header, body in steps:
+        (inst / name).write_text(f"#!/usr/bin/env bash\n{header}\nset -euo pipefail\n{body}")
     d = fake(tmp_path, "id", "0")
-    return subprocess.run(["bash", str(inst / "run.sh"), *args], capture_output=True, text=True, timeout=30,
+    return subprocess.run(["bash", str(inst / "run.sh"), *args], capture_output=True, text=True, timeout=60,
                           env={"PATH": f"{d}:/usr/bin:/bin", "HOME": str(tmp_path)})
 
 
@@ -202,3 +210,57 @@ def test_lock_subset_follows_via_chains():
     out = ls.runtime_subset(lock, pyproject)
     assert out.startswith("# header\na==1")
     assert [line.split("==")[0] for line in out.splitlines() if "==" in line] == ["a", "b", "c", "setuptools"]
+
+
+def test_parallel_steps_run_together_and_the_next_step_waits_for_them(tmp_path):
+    """40-testbed-servers and 50-browsers build at the same time; 60-infra starts after both."""
+    flag = tmp_path / "flags"
+    flag.mkdir()
+    # each waits (at most 20 s) for the other to have started: only concurrent steps both finish
+    meet = ("touch {me}; for _ in $(seq 200); do [ -e {other} ] && break; sleep 0.1; done; "
+            "[ -e {other} ] && echo '{name} met {other_name}'\n")
+    steps = [
+        ("40-a.sh", "# for: demo test\n# parallel: yes",
+         meet.format(me=flag / "a", other=flag / "b", name="40-a.sh", other_name="50-b.sh")),
+        ("50-b.sh", "# for: demo test\n# parallel: yes",
+         meet.format(me=flag / "b", other=flag / "a", name="50-b.sh", other_name="40-a.sh")),
+        ("60-c.sh", "# for: test", f"ls {flag} | tr '\\n' ' '; echo '60-c.sh after'\n"),
+    ]
+    p = run_steps(tmp_path, steps=steps)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    assert "40-a.sh met 50-b.sh" in out and "50-b.sh met 40-a.sh" in out
+    assert out.index("(40-a.sh:") < out.index("== install: 60-c.sh") < out.index("a b 60-c.sh after")
+    assert "== install: 40-a.sh: started (parallel)" in out and "(50-b.sh: " in out
+
+
+def test_a_failed_parallel_step_fails_the_install_with_its_output(tmp_path):
+    steps = [
+        ("40-a.sh", "# for: demo test\n# parallel: yes", "sleep 0.5; echo 'a done'\n"),
+        ("50-b.sh", "# for: demo test\n# parallel: yes", "echo 'b says why'; exit 3\n"),
+        ("60-c.sh", "# for: demo test", "echo 'never here'\n"),
+    ]
+    p = run_steps(tmp_path, "demo", steps=steps)
+    assert p.returncode == 1
+    assert "b says why" in p.stdout and "(50-b.sh: failed, exit 3)" in p.stdout and "a done" in p.stdout
+    assert "never here" not in p.stdout
+
+
+def test_apt_install_calls_queue_and_update_runs_once_a_day(tmp_path):
+    """Two steps in parallel: their apt-get calls never overlap, and `apt-get update` runs once."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    log = tmp_path / "apt.log"
+    (d / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")  # nothing installed
+    (d / "apt-get").write_text(f"#!/bin/sh\necho \"start $*\" >> {log}; sleep 0.3; echo end >> {log}\n")
+    for f in d.iterdir():
+        f.chmod(0o755)
+    state = tmp_path / "state"
+    call = "{ apt_install pkg-a & a=$!; apt_install pkg-b & b=$!; wait $a && wait $b; }"
+    p = lib(call, tmp_path, path=f"{d}:/usr/bin:/bin", DNSCAMP_APT_STATE=str(state))
+    assert p.returncode == 0, p.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0::2] == [line for line in lines if line.startswith("start")]  # start, end, start, end...
+    assert all(line == "end" for line in lines[1::2])
+    starts = [line for line in lines if line.startswith("start")]
+    assert sum("update" in line for line in starts) == 1 and len(starts) == 3, lines
