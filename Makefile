@@ -7,19 +7,24 @@ PYTEST_ARGS ?=
 CARGO := $(shell bash -c 'source install/lib.sh && find_cargo' || echo cargo)
 LINKEM_TARGET := $${XDG_CACHE_HOME:-$$HOME/.cache}/dnscamp/linkem-target
 
-.PHONY: deps lock demo test bench docs dashboards rehearse clean-testbed
+.PHONY: deps deps-demo lock demo test bench docs dashboards rehearse clean-testbed
 
+## deps: every install step (what the tests and the fleet need too); deps-demo: what the demo runs
 deps:
-	@bash install/run.sh
+	@bash install/run.sh test
+
+deps-demo:
+	@bash install/run.sh demo
 
 ## lock: re-resolve requirements.lock (the venv's exact versions, hashed) after a pin in pyproject.toml moved
 lock:
 	@bash install/lock.sh
 
 ## demo: the default campaign on the testbed, into the embedded Postgres, ending with the report
+## (installs what the demo runs only: no test extra, no fleet tools; install/run.sh)
 DEMO_RUN := demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 REPORT_DIR = $$($(PY) -c 'from vantage_agent import paths; print(paths.home() / "report")')
-demo: deps
+demo: deps-demo
 	$(DNSCAMP) db up
 	$(DNSCAMP) campaign run campaigns/default.toml --run $(DEMO_RUN)
 	@echo "report: $$($(DNSCAMP) report --html $(REPORT_DIR)/default --campaign default --run $(DEMO_RUN))"

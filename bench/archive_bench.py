@@ -1,4 +1,4 @@
-"""The store and the archive side by side on the same generated records (issue 19):
+"""The store and the archive side by side on the same generated records:
 
 - bytes per record: the store's tables after ingest (pg_total_relation_size of every table,
   indexes and TOAST included, minus the empty schema's) against the archive's Parquet files;
@@ -10,8 +10,9 @@
   (`exact_floor`): the lower bound of any store layout for that question on this machine.
 
     .venv/bin/python bench/archive_bench.py [--records 1000000] [--runs 5] [--keep DIR]
-    DNSCAMP_HOME=/tmp/big10m .venv/bin/python bench/archive_bench.py --archive /tmp/arch10m --campaign gen
-      (a store that holds the campaign already, and its archive: the queries and the floor only)
+    DNSCAMP_HOME=$BIG .venv/bin/python bench/archive_bench.py --archive "$BIG/archive" --campaign gen
+      (a store that holds the campaign already, and its archive: the queries and the floor only;
+      $BIG: the 10 M store of docs/benchmarks.md)
 
 Generates N dns_query records with bench/gen_campaign.py (seed 1) in a scratch directory,
 ingests them into a scratch database of the embedded cluster (DNSCAMP_HOME; started and

@@ -1,4 +1,4 @@
-"""Benchmark of the offline Atlas pipeline (issue 7 §6): N Atlas-like probes on the testbed,
+"""Benchmark of the offline Atlas pipeline: N Atlas-like probes on the testbed,
 discovery + pings + ingest + analysis; prints the ground-truth RTT errors and the run time.
 
     sudo .venv/bin/python bench/atlas_offline.py --probes 20 [--seed 1] [--repeat 1]

@@ -1,4 +1,4 @@
-"""Collector benchmark (issue 14): objects/s and records/s that `dnscamp collect` takes from an
+"""Collector benchmark: objects/s and records/s that `dnscamp collect` takes from an
 S3 server on loopback (moto in server mode, in this process's threads) into a scratch database
 of the embedded cluster. Objects are what agents ship: one gzip JSONL file per unit.
 

@@ -1,4 +1,4 @@
-"""Dashboard query times (issue 15): every Grafana panel's SQL, expanded as Grafana sends it
+"""Dashboard query times: every Grafana panel's SQL, expanded as Grafana sends it
 (dashboards/expand.py; variables at All unless --campaign, the time range of the data unless
 --from/--to), run --repeat times on the store at --url as given (nothing is generated here: load a
 data set first, e.g. bench/gen_campaign.py --ingest), with the p50, p95 and max per panel.
@@ -57,7 +57,7 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def _server_cpu_ms(backend: int) -> float | None:
-    """CPU time (ms) of a local server's work for this session: the backend's utime + stime plus
+    """CPU time (ms) of a local server's work for this connection: the backend's utime + stime plus
     the postmaster's cutime + cstime (its exited children: the parallel workers a query
     started). None when the server is not on this machine."""
     own = _stat(backend)

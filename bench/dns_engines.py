@@ -1,4 +1,4 @@
-"""DNS engines side by side on the testbed (issue 12 §6): our engine (dnscamp) vs getdns vs kdig,
+"""DNS engines side by side on the testbed: our engine (dnscamp) vs getdns vs kdig,
 the same names against the same resolver (testbed-isp's CoreDNS frontend) from the same client
 namespace, Do53 and DoT, policies fresh and reuse, profiles fiber and 4G, in one run.
 

@@ -1,4 +1,4 @@
-"""DNS fidelity on the testbed (issue 5): median resolution time in multiples of the access
+"""DNS fidelity on the testbed: median resolution time in multiples of the access
 RTT, warm resolver cache, fiber and 4G (000_6647a8606a2226e0.txt §V-B measured 1.03 / 2.50 /
 3.43 for DoUDP / DoQ / DoH). Targets: Do53 <= 1.05; DoQ and DoH3 fresh <= 2.10; DoT and DoH
 fresh <= 3.10; every transport with reuse <= 1.10 (reused queries only). Also bytes and

@@ -1,5 +1,5 @@
 """DNS engine throughput: timed queries per second per transport with ``reuse`` and full
-per-query phase timestamps (issue 5: >= 2,000/s Do53, >= 1,000/s DoT, DoH, DoH3, DoQ).
+per-query phase timestamps (targets: >= 2,000/s Do53, >= 1,000/s DoT, DoH, DoH3, DoQ).
 
 Default: against CoreDNS 1.15 (the testbed frontends' implementation) on 127.0.0.1 — no
 link delay. ``--testbed``: against the testbed's ISP resolver frontend from the client

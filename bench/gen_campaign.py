@@ -1,4 +1,4 @@
-"""A realistic generated campaign (issue 16): dns_query and page_load result records (JSONL,
+"""A realistic generated campaign: dns_query and page_load result records (JSONL,
 schema dnscamp.result/1, valid for `dnscamp ingest`) and RIPE Atlas results (the Atlas result
 format that collectors/atlas_ingest.py reads), shaped like the testbed's figures.
 

@@ -1,10 +1,10 @@
-"""Ingest benchmark (issues 2 and 11), three workloads in one run, each into a fresh scratch
+"""Ingest benchmark, three workloads in one run, each into a fresh scratch
 database of the embedded cluster:
 
 - ``ping``: N generated ``ping`` records (valid schema v1, distinct ids), then the same file
   again (all duplicates);
 - ``dns_query``: N generated ``dns_query`` records (bench/gen_campaign.py's: 20 vantages,
-  8 resolvers, 5 transports, 30 days), the kind the compact store is tuned for (issue 19);
+  8 resolvers, 5 transports, 30 days), the kind the compact store is tuned for;
 - ``mixed``: the v1 fixture records of every kind (tests/fixtures/results/v1/*.jsonl),
   repeated with fresh ids to M records;
 - ``mixed+hostile``: the same M records with the hostile corpus mixed in (one line in 20 from

@@ -1,4 +1,4 @@
-"""Page loads per hour with a clean state per load (issue 6 throughput target: >= 900/h for
+"""Page loads per hour with a clean state per load (throughput targets: >= 900/h for
 Chromium, >= 600/h for Firefox on this 2-core machine; browsertime manages ~300/h at ~12 s
 per iteration).
 

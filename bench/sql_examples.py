@@ -1,4 +1,4 @@
-"""docs/sql.md's example queries timed on a store (issue 16: "every documented example query
+"""docs/sql.md's example queries timed on a store (the target: "every documented example query
 answers with p95 <= 500 ms over a 7-day window and <= 2 s over 30 days" at 10,000,000 records):
 each example's main form (the rollups where they hold the question) as the guide has it, and with
 --exact its exact form over the base views too; as the reader role, with the demo campaign's
@@ -7,8 +7,10 @@ then --repeat timed runs. Prints a markdown table: rows, median and p95 (nearest
 the median CPU ms of the server (the query's backend plus the parallel workers it reaped, read
 from /proc: the store must run on this machine) and the load average before and after.
 
-    DNSCAMP_HOME=/tmp/big10m .venv/bin/python bench/sql_examples.py --campaign gen --repeat 3 [--exact]
+    DNSCAMP_HOME=$BIG .venv/bin/python bench/sql_examples.py --campaign gen --repeat 3 [--exact]
     ... --only 7 --pair-any-resolver [--since 2026-11-16]   (example 7 with pairs on gen; its last 7 days)
+
+($BIG: the 10 M store of docs/benchmarks.md.)
 """
 
 from __future__ import annotations

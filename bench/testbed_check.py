@@ -1,4 +1,4 @@
-"""Benchmark: fidelity of the testbed's emulated access links (issue 3 figures).
+"""Benchmark: fidelity of the testbed's emulated access links (docs/testbed.md's targets).
 
 Brings the island up with fiber (14.8 ms), 4g (91.9 ms) and 4g-medium (104.5 ms) unless it is
 already up with them, runs `dnscamp testbed check` on each, prints the table and a JSON line

@@ -2,7 +2,7 @@
 first build (CoreDNS cached, CA and sites already generated), and the servers' memory.
 
 Holds the machine-wide testbed lease while it runs; tears the island down at the end.
-Prints one line per run and a JSON object last. Issue 4 target: up <= 20 s."""
+Prints one line per run and a JSON object last. Target: up <= 20 s."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Grafana dashboards as code (issue 15): each module builds one dashboard with
+"""Grafana dashboards as code: each module builds one dashboard with
 grafana-foundation-sdk; `dnscamp dashboards build` writes them as JSON under
 provisioning/dashboards/ (what Grafana's provider loads), `--check` fails when the committed JSON
 is not what the code generates. docs/dashboards.md lists every panel's query and question."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# for: demo test
 # Build the dnscamp link emulator (testbed/linkem) and install the binary into the user cache:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp/bin/linkem
 # Idempotent and quick when nothing changed (cargo's incremental check + compare before copy).

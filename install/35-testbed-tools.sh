@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# for: demo test
 # Tools the testbed topology and its fidelity check call inside the namespaces:
 #   ip (iproute2), iptables (linkem's NFQUEUE rules), ethtool (offloads off on every veth),
 #   iperf3 (TCP goodput in `dnscamp testbed check`), ping (reachability tests),

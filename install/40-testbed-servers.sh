@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Testbed servers (issue 4): Unbound (recursive resolvers), Caddy (web sites), kdig (independent
+# for: demo test
+# parallel: yes
+# Testbed servers: Unbound (recursive resolvers), Caddy (web sites), kdig (independent
 # DNS checker), certutil (NSS dbs for Chromium/Firefox), openssl; CoreDNS 1.15.0 built from its
 # Go module (TOOLCHAIN.md: ~3 min, ~1.4 GB peak RSS, 111 MB binary), cached in
 # ${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp/bin/coredns-1.15.0 and built only when missing.

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Page-load browsers (issue 6): Debian's chromium + chromium-driver and firefox-esr, Stubby
+# for: demo test
+# parallel: yes
+# Page-load browsers: Debian's chromium + chromium-driver and firefox-esr, Stubby
 # (the DoT stub of the WWW'20 set-up, 002_6fa4cf280535d36b.txt §3.2.2), certutil (NSS dbs);
 # geckodriver 0.37.1 from crates.io, built once into ${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp/bin
 # (~1 min 40 s on 2 cores) and reused by every clone. Nothing is downloaded at run time

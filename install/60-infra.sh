@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The cloud fleet's tools (issue 13): Terraform or OpenTofu (found, never installed here: neither
-# is in Debian or the Go module proxy in a usable form) and the hashicorp/aws provider mirror
-# (found by dnscamp/fleet/toolchain.py, reported when absent); tflint from the Go module proxy,
-# checkov in its own venv (it pins its own boto3), Debian's cloud-init for `cloud-init schema`.
+# for: test
+# The cloud fleet's tools, for `dnscamp fleet` and the tests (the demo uses none of them, so
+# `install/run.sh demo` skips this step): Terraform or OpenTofu (found, never installed here:
+# neither is in Debian or the Go module proxy in a usable form) and the hashicorp/aws provider
+# mirror (found by dnscamp/fleet/toolchain.py, reported when absent); tflint from the Go module
+# proxy, checkov in its own venv (it pins its own boto3), Debian's cloud-init for `cloud-init schema`.
 # Everything cached under ${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp; quick when already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."

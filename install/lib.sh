@@ -1,22 +1,48 @@
 # Shared helpers for install steps (sourced).
 # apt_install PKG...: installs the packages that are missing; runs `apt-get update` once per
-# machine-day only when something is missing. Waits for the dpkg lock instead of failing.
+# machine-day only when something is missing. Waits for the dpkg lock instead of failing, and
+# holds a lock of its own so that steps run in parallel (run.sh) queue their apt calls and the
+# day's `apt-get update` runs once.
 apt_install() {
   local missing=()
+  _apt_missing "$@"
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local state=${DNSCAMP_APT_STATE:-/var/lib/apt/periodic}  # the lock and the day's update stamp
+  mkdir -p "$state"
+  (
+    flock 9
+    missing=()
+    _apt_missing "$@"  # again: a parallel step may have installed them meanwhile
+    [ ${#missing[@]} -eq 0 ] && exit 0
+    echo "   apt: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    stamp=$state/dnscamp-update-$(date +%Y%m%d)
+    if [ ! -e "$stamp" ]; then
+      apt-get -o DPkg::Lock::Timeout=900 update -qq
+      touch "$stamp"
+    fi
+    apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  ) 9> "$state/dnscamp-apt.lock"
+}
+# _apt_missing PKG...: appends to the caller's `missing` the packages dpkg does not have installed
+_apt_missing() {
+  local p
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "   apt: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  local stamp=/var/lib/apt/periodic/dnscamp-update-$(date +%Y%m%d)
-  if [ ! -e "$stamp" ]; then
-    apt-get -o DPkg::Lock::Timeout=900 update -qq
-    mkdir -p "$(dirname "$stamp")" && touch "$stamp"
-  fi
-  apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 cache_dir() { echo "${XDG_CACHE_HOME:-$HOME/.cache}/dnscamp"; }
+
+# step_targets STEP: the targets a step serves, from its "# for: demo test" line (run.sh runs a
+# step for a target it names); a step without the line is an error, not run by default.
+step_targets() {
+  local t
+  t=$(sed -n 's/^# for: *//p' "$1" | head -1)
+  [ -n "$t" ] || { echo "install: $1 has no '# for:' line (demo, test or both)" >&2; return 2; }
+  echo "$t"
+}
+# for_demo: this install is `make demo`'s (install/run.sh demo), which leaves out test-only parts
+for_demo() { [ "${DNSCAMP_INSTALL_FOR:-test}" = demo ]; }
 
 # --- toolchains ------------------------------------------------------------------------------
 # Each toolchain the install needs is either installed here from the registries (apt, the Go
