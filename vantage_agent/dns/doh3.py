@@ -28,5 +28,6 @@ ENDPOINT = "doh3"
 class Client(doh.Client):
     transport = "doh3"
     http_version = pycurl.CURL_HTTP_VERSION_3ONLY
-    udp = True
+    chooses_http_version = False
+    quic = True
     default_method = "GET"
