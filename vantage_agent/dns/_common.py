@@ -41,6 +41,7 @@ class Capabilities:
     chooses_http_version = False  # QueryOptions.http_version applies
     quic = False  # runs over QUIC (UDP)
     retransmits = False  # resolv.conf retransmission after timeout_s, up to attempts
+    counts_wire = True  # counts its bytes and packets on the wire wherever it runs
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ decided by comparing names:
 ``chooses_http_version`` ``QueryOptions.http_version`` applies (HTTP/1.1 or HTTP/2 over TCP)
 ``quic``                 runs over QUIC (the page-load stub forwards over these)
 ``retransmits``          resolv.conf retransmission after ``timeout_s``, up to ``attempts``
+``counts_wire``          bytes and packets counted wherever it runs (DoH3: in a testbed namespace only)
 ``open_loop(...)``       the open-loop run over the driver's one connection (load.py)
 =======================  ========================================================================="""
 
