@@ -14,7 +14,7 @@ def test_modes_are_the_system_resolver_and_one_per_transport_a_browser_load_can_
     assert dnsmode.TRANSPORTS == tuple(dnsmode.MODES) == ("system", "do53", "dot", "doh", "doq", "doh3")
     for name, m in dnsmode.MODES.items():
         assert m.name == name
-        assert dnsmode.parse(f"{name}:192.0.2.1" if not m.uses_os_resolver else name).kind is m
+        assert dnsmode.parse(f"{name}:192.0.2.1" if not m.uses_os_resolver else name).driver is m
 
 
 def test_capabilities_of_each_mode():

@@ -79,7 +79,7 @@ class DnsMode:
         return self.text
 
     @property
-    def kind(self) -> "Mode":
+    def driver(self) -> "Mode":
         """What this mode can do and how it is put in force (``MODES``)."""
         return MODES[self.transport]
 
@@ -149,9 +149,9 @@ def parse(text: str, testbed: dict[str, Any] | None = None) -> DnsMode:
     transport, sep, rest = text.partition(":")
     mode = MODES.get(transport)
     if mode is None or mode.uses_os_resolver == bool(sep):  # "system" alone; the others name a resolver
-        use = ", ".join(m if MODES[m].uses_os_resolver else f"{m}:R" for m in list(MODES)[:-1])
+        use = [m if MODES[m].uses_os_resolver else f"{m}:R" for m in MODES]
         raise DnsModeError(
-            f"unknown DNS mode {text!r} (use {use} or {list(MODES)[-1]}:R; R = isp, public or an address)"
+            f"unknown DNS mode {text!r} (use {', '.join(use[:-1])} or {use[-1]}; R = isp, public or an address)"
         )
     if mode.uses_os_resolver:
         return DnsMode(transport, None, text)
@@ -289,11 +289,11 @@ def setup(mode: DnsMode, workdir: Path, *, ca_file: str | None = None, stubby: s
     workdir.mkdir(parents=True, exist_ok=True)
     ds = DnsSetup(mode=mode, workdir=workdir)
     r = mode.resolver
-    if not mode.kind.uses_os_resolver and r is None:
+    if not mode.driver.uses_os_resolver and r is None:
         raise DnsModeError(f"{mode}: {mode.alias!r} is a testbed resolver and the testbed description "
                            f"(ctx.testbed / dnscamp testbed info --json) gives no {mode.transport} endpoint for it")
     try:
-        mode.kind.apply(ds, r, workdir, ca_file=ca_file, stubby=stubby)
+        mode.driver.apply(ds, r, workdir, ca_file=ca_file, stubby=stubby)
     except BaseException:
         ds.close()
         raise

@@ -136,7 +136,7 @@ def resolver_rtt(mode: dnsmode.DnsMode, count: int) -> dict[str, float | None] |
 def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] | None) -> tuple[bool | None, str]:
     """Resolver-side evidence this harness has by itself (the testbed tests add the
     frontends' logs): the stub saw the page's names and forwarded them over its transport."""
-    if mode.kind.via_stub and stub_stats is not None:
+    if mode.driver.via_stub and stub_stats is not None:
         # Verified = every page name the stub saw was answered by the upstream over the
         # transport. A failed forward (the browser got SERVFAIL and retried) does not mean
         # another transport was used, so it is reported, not a refutation.
@@ -150,7 +150,7 @@ def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] |
             return True, f"stub forwarded {n} queries over {mode.transport} ({len(page)} page names answered){tail}"
         missing = sorted(page - answered) or sorted(set(hosts) - seen)
         return False, f"stub saw {n} queries{tail}; page names not answered over {mode.transport}: {missing[:5]}"
-    return None, mode.kind.evidence
+    return None, mode.driver.evidence
 
 
 class FrontendLogs:
@@ -196,7 +196,7 @@ class FrontendLogs:
         page = set(hosts)
         seen = {ln[4].rstrip(".").lower() for ln in ours}
         transports = sorted({ln[0] for ln in ours})
-        want = mode.kind.wire_transport
+        want = mode.driver.wire_transport
         if not ours or not (page & seen):
             return None, f"no frontend log line for the page's names from {me}"
         ok = transports == [want]
