@@ -73,6 +73,7 @@ def test_default_ports_of_a_mode_resolver_are_the_transports():
 
 def test_only_browsers_that_can_warm_an_origin_are_accepted_with_warm_origin():
     assert {b: registry.get(b).WARM_ORIGIN for b in registry.names()} == {"chromium": True, "firefox": False}
-    assert kind.PageLoadParams(urls=["https://a.test/"], browsers=["chromium"], warm_origin=[True]).warm_origin == [True]
+    ok = kind.PageLoadParams(urls=["https://a.test/"], browsers=["chromium"], warm_origin=[True])
+    assert ok.warm_origin == [True]
     with pytest.raises(ValueError, match=r'warm_origin: only Chromium .* use browsers = \["chromium"\]'):
         kind.PageLoadParams(urls=["https://a.test/"], browsers=["firefox", "chromium"], warm_origin=[False, True])

@@ -57,7 +57,8 @@ class _Client(c.Capabilities):
         self._proc: subprocess.Popen | None = None
         if self.policy.mode == _UNSUPPORTED_POLICY:
             return  # every query is a bad_input record (below); no worker needed
-        cfg = {"transport": self.transport, "tls": self.encrypted, "address": self.endpoint.address, "port": self.endpoint.port,
+        cfg = {"transport": self.transport, "tls": self.encrypted,
+               "address": self.endpoint.address, "port": self.endpoint.port,
                "tls_name": self.endpoint.tls_name, "policy": self.policy.mode,
                "idle_timeout_s": self.policy.idle_timeout_s, "timeout_s": self.options.timeout_s,
                "edns_payload": self.options.edns_payload}

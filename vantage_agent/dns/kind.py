@@ -86,10 +86,11 @@ class DnsQueryParams(BaseModel):
                 raise ValueError("arrival 'poisson' runs over one connection: policy 'reuse', engine 'dnscamp'")
         elif self.rate_per_s is not None:
             raise ValueError("rate_per_s is for arrival 'poisson'")
-        if self.http_version is not None and not all(registry.transport(t).chooses_http_version for t in self.transports):
+        if self.http_version is not None:
             can = [t for t in registry.names() if registry.transport(t).chooses_http_version]
-            raise ValueError(f"http_version applies to transport {', '.join(can)} only: "
-                             f"list transports = [{', '.join(map(json.dumps, can))}]")
+            if not set(self.transports) <= set(can):
+                raise ValueError(f"http_version applies to transport {', '.join(can)} only: "
+                                 f"list transports = [{', '.join(map(json.dumps, can))}]")
         return self
 
     @field_validator("transports")

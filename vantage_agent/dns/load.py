@@ -271,7 +271,8 @@ def open_loop_udp(client: do53.UdpClient, qnames: list[str], at: list[int], qtyp
     return out  # type: ignore[return-value]
 
 
-def open_loop_stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
+def open_loop_stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str,
+                     txid: Txids) -> list[DnsTiming]:
     opt = client.options
     out: list[DnsTiming | None] = [None] * len(qnames)
     fl = Inflight()

@@ -64,9 +64,9 @@ class PageLoadParams(BaseModel):
     @model_validator(mode="after")
     def _warm_chromium(self) -> "PageLoadParams":
         if True in self.warm_origin and not all(registry.get(b).WARM_ORIGIN for b in self.browsers):
-            can = [b for b in registry.names() if registry.get(b).WARM_ORIGIN]
+            can = ", ".join(json.dumps(b) for b in registry.names() if registry.get(b).WARM_ORIGIN)
             raise ValueError("warm_origin: only Chromium can close its connections and keep its session tickets "
-                             f"between two loads (chrome.benchmarking); use browsers = [{', '.join(map(json.dumps, can))}]")
+                             f"between two loads (chrome.benchmarking); use browsers = [{can}]")
         if len(set(self.warm_origin)) != len(self.warm_origin):
             raise ValueError("warm_origin: a value twice")
         return self
