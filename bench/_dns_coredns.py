@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vantage_agent.dns import registry  # noqa: E402
 from vantage_agent.paths import bin_dir  # noqa: E402
 
 COREDNS = bin_dir() / "coredns-1.15.0"
@@ -50,7 +51,7 @@ class LocalCoreDNS:
         schemes = {"do53": "dns", "dot": "tls", "doh": "https", "doh3": "https3", "doq": "quic"}
         blocks = []
         for t, port in self.ports.items():
-            tls = f"  tls {cert} {key}\n" if t != "do53" else ""
+            tls = f"  tls {cert} {key}\n" if registry.transport(t).encrypted else ""
             blocks.append(f"{schemes[t]}://.:{port} {{\n  bind 127.0.0.1\n{tls}{TEMPLATE}\n}}\n")
         conf = self.dir / "Corefile"
         conf.write_text("\n".join(blocks))
@@ -75,9 +76,9 @@ class LocalCoreDNS:
     def endpoint(self, transport: str):
         from vantage_agent.dns._common import Endpoint
 
-        key = "do53" if transport == "do53-tcp" else transport
+        key = registry.endpoint_key(transport)
         port = self.ports[key]
-        url = f"https://{TLS_NAME}:{port}/dns-query" if key in ("doh", "doh3") else None
+        url = f"https://{TLS_NAME}:{port}/dns-query" if registry.transport(key).uses_url else None
         return Endpoint(key, "127.0.0.1", port, tls_name=TLS_NAME, url=url, ca_file=self.ca, resolver="local-coredns")
 
     def info(self) -> dict:

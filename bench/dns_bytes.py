@@ -17,8 +17,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from dnscamp.experiments.bytes import HDR, PAPER, PAPER_REF, wire_totals  # noqa: E402 - shared with experiment 2
+from vantage_agent.dns import registry  # noqa: E402
 
-TRANSPORTS = [t for t in HDR if t != "doh3"]  # DoH3's datagrams are libcurl's: counted only in a testbed namespace
+TRANSPORTS = [t for t in HDR if registry.transport(t).counts_wire]  # DoH3: counted only in a testbed namespace
 
 
 def main() -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vantage_agent.dns import registry  # noqa: E402
 from vantage_agent.stats import median  # noqa: E402
 
 TRANSPORTS = ["do53", "dot"]
@@ -41,7 +42,6 @@ _KDIG_TIME = re.compile(r";; From .* in ([0-9.]+) ms")
 
 
 def _engine_times(engine: str, transport: str, policy: str, ep, names: list[str]) -> tuple[list[float], int]:
-    from vantage_agent.dns import registry
     from vantage_agent.dns._common import QueryOptions
     from vantage_agent.dns.policy import Policy
 
@@ -58,7 +58,7 @@ def _engine_times(engine: str, transport: str, policy: str, ep, names: list[str]
 
 def _kdig_times(transport: str, policy: str, ep, names: list[str]) -> tuple[list[float], int]:
     base = ["kdig", f"@{ep.address}", "-p", str(ep.port), "+noall", "+stats", "+time=5", "+retry=0"]
-    if transport == "dot":
+    if registry.transport(transport).encrypted:
         base += ["+tls", f"+tls-ca={ep.ca_file}" if ep.ca_file else "+tls-ca", f"+tls-hostname={ep.tls_name}"]
     runs = [[*base, n] for n in names] if policy == "fresh" else [[*base, "+keepopen", *names]]
     times: list[float] = []

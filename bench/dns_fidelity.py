@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vantage_agent.dns import registry  # noqa: E402
 from vantage_agent.stats import median  # noqa: E402
 
 TRANSPORTS = ["do53", "dot", "doh", "doh3", "doq"]
@@ -163,7 +164,7 @@ def main() -> int:
             if not key.endswith("/fresh") or ph.get("handshake") is None:
                 continue
             parts = [f"{ph.get(k) if ph.get(k) is not None else '-':>6}" for k in ("connect", "handshake", "gap", "exchange")]
-            trips = 2 if key.startswith(("doq", "doh3")) else 3  # QUIC: handshake + exchange
+            trips = 2 if registry.transport(key.split("/", 1)[0]).quic else 3  # QUIC: handshake + exchange
             excess = sum(v for v in ph.values() if v is not None) - trips * rtt
             print(f"{prof:<7} {key:<16} {' '.join(parts)}   excess {excess:.2f} ms = {excess / rtt:.3f} RTT")
     print(json.dumps({"profiles": results, "targets_missed": failures}))

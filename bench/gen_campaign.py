@@ -54,6 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from vantage_agent.pageload.dnsmode import MODES  # noqa: E402 - after the path set-up
+
 PER_FILE = 250_000  # records per JSONL file
 BATCH_RUNS = 1_000  # runs generated per numpy batch (200,000 dns_query records)
 DAYS = 30
@@ -83,17 +85,18 @@ QNAMES = tuple(f"www.{s}.example." for s in ("single", "js", "js-css", "multi-5"
 # Per transport: round trips before the query on a fresh connection, port, protocol fields,
 # wire basis, and the demo's (tests/fixtures/demo) bytes/packets: handshake (sent, received,
 # packets sent, received) and query fresh / reused (sent, received, packets sent, received).
+# setup: how a fresh connection is opened (None: none, UDP), which shapes its phase timestamps
 TRANSPORT = {
     "do53": dict(port=53, alpn=None, http=None, method=None, quic=None, tls=None, basis="udp_count", attempts=2,
-                 hs=None, q=(44, 75, 1, 1), qr=(44, 75, 1, 1)),
+                 setup=None, hs=None, q=(44, 75, 1, 1), qr=(44, 75, 1, 1)),
     "dot": dict(port=853, alpn=None, http=None, method=None, quic=None, tls="TLSv1.3", basis="tcp_info", attempts=1,
-                hs=(517, 1497, 6, 4), q=(132, 99, 1, 2), qr=(64, 91, 1, 1)),
+                setup="tcp", hs=(517, 1497, 6, 4), q=(132, 99, 1, 2), qr=(64, 91, 1, 1)),
     "doh": dict(port=443, alpn="h2", http="2", method="POST", quic=None, tls="TLSv1.3", basis="tcp_info", attempts=1,
-                hs=(1566, 2594, 7, 5), q=(445, 322, 5, 5), qr=(187, 142, 3, 3)),
+                setup="tcp", hs=(1566, 2594, 7, 5), q=(445, 322, 5, 5), qr=(187, 142, 3, 3)),
     "doh3": dict(port=443, alpn="h3", http="3", method="GET", quic=None, tls="TLSv1.3", basis="netdev_count",
-                 attempts=1, hs=(5006, 2813, 4, 5), q=(1740, 539, 3, 3), qr=(234, 256, 1, 3)),
+                 attempts=1, setup="libcurl_quic", hs=(5006, 2813, 4, 5), q=(1740, 539, 3, 3), qr=(234, 256, 1, 3)),
     "doq": dict(port=853, alpn="doq", http=None, method=None, quic="1", tls="TLSv1.3", basis="quic_count", attempts=1,
-                hs=(2400, 1613, 2, 2), q=(124, 421, 2, 2), qr=(75, 133, 1, 2)),
+                setup="quic", hs=(2400, 1613, 2, 2), q=(124, 421, 2, 2), qr=(75, 133, 1, 2)),
 }
 # Failure probability per transport (x1.4 on 4G) and the statuses it fails with (weights).
 FAIL_P = {"do53": 0.012, "dot": 0.018, "doh": 0.022, "doh3": 0.028, "doq": 0.03}
@@ -230,7 +233,7 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str, *, va
             name, addr, tls_name, url, _ = resolvers[ri]
             spec = TRANSPORT[tr]
             s = int(seq[i])
-            reused = tr != "do53" and s > 0
+            reused = spec["setup"] is not None and s > 0  # Do53 over UDP has no connection to reuse
             failed = fail_u[i] < FAIL_P[tr] * (1.4 if is_4g[i] else 1.0)
             status = next(status_draw[tr]) if failed else "ok"
             r_ms = float(rtt[i])
@@ -238,15 +241,15 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str, *, va
             t = t_start + int(local[0, i] * 1e6)
             t_conn = t_tls = None
             hs = None
-            if not reused and tr != "do53":
+            if not reused and spec["setup"] is not None:
                 hs = spec["hs"]
-                if tr in ("dot", "doh"):
+                if spec["setup"] == "tcp":
                     t_conn = t_start + int(r_ms * 1e6)
                     t_tls = t_conn + int((r_ms + local[1, i]) * 1e6)
-                elif tr == "doh3":
+                elif spec["setup"] == "libcurl_quic":
                     t_conn = t_start + int(r_ms * 1e6)
                     t_tls = t_conn + int((1.5 + local[1, i]) * 1e6)
-                else:  # doq: first flight at once, handshake done one RTT later
+                else:  # our QUIC (doq): first flight at once, handshake done one RTT later
                     t_conn = t_start + int((2.0 + local[1, i]) * 1e6)
                     t_tls = t_conn + int(r_ms * 1e6)
                 t = t_tls + int(local[2, i] * 1e6)
@@ -289,14 +292,14 @@ def dns_queries(n: int, rng: np.random.Generator, campaign: str, end: str, *, va
                 "env": envs[vi[i]],
                 "body": {
                     "resolver": name, "transport": tr, "address": addr, "port": spec["port"],
-                    "tls_name": None if tr == "do53" else tls_name,
-                    "url": url if tr in ("doh", "doh3") else None, "qname": QNAMES[qn[i]], "qtype": "A",
+                    "tls_name": None if spec["tls"] is None else tls_name,
+                    "url": url if spec["http"] else None, "qname": QNAMES[qn[i]], "qtype": "A",
                     "sequence": s, "policy": "reuse", "idle_timeout_s": 10.0, "timeout_s": 5.0,
                     "max_attempts": spec["attempts"], "attempts": attempts,
                     "t_start": t_start, "t_connected": t_conn, "t_tls_done": t_tls, "t_query_sent": t_sent,
                     "t_response": t_resp, "connection_reused": reused,
-                    "resumed": None if (reused or tr == "do53" or t_tls is None) else False,
-                    "early_data": False if tr == "doq" and not reused and t_tls else None,
+                    "resumed": None if (reused or spec["tls"] is None or t_tls is None) else False,
+                    "early_data": False if spec["setup"] == "quic" and not reused and t_tls else None,
                     "tls_version": spec["tls"], "alpn": spec["alpn"], "quic_version": spec["quic"],
                     "http_version": spec["http"], "http_method": spec["method"], "http_status": http_status,
                     "rcode": rcode, "answers": answers, "response_size": size, "wire_basis": spec["basis"],
@@ -394,7 +397,7 @@ def page_loads(n: int, rng: np.random.Generator, campaign: str, end: str) -> Ite
                     "protocols": {http: 1 + len(resources)} if nav else {}, "resources": resources,
                     "hostnames": hostnames if nav else [], "unique_hostnames": hosts if nav else 0,
                     "dns_lookups": hosts if nav else 0, "stub": None,
-                    "dns_transport_verified": True if nav and dtr != "system" else None,
+                    "dns_transport_verified": True if nav and not MODES[dtr].uses_os_resolver else None,
                     "dns_verification": None, "har_path": f"har/{ids[i]}.har" if nav else None,
                     "har_valid": True if nav else None, "har_source": "bidi" if nav else None,
                     "har_entries": 1 + len(resources) if nav else None,

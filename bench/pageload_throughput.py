@@ -89,7 +89,7 @@ def stub_overhead(n: int) -> dict | None:
         p = subprocess.Popen([str(coredns), "-conf", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(1.0)
-            for t in ("doq", "doh3"):
+            for t in [m.name for m in dnsmode.MODES.values() if m.via_stub]:
                 r = dnsmode.parse(f"{t}:dns.test@{ip}").resolver
                 listen = dnsmode.free_loopback()
                 s = stub.Stub.start(listen, 53, t, r, ca_file=str(site.ca))

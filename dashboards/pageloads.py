@@ -19,7 +19,8 @@ VARS = ("campaign", "region", "vantage", "profile", "browser", "dns_mode")
 # day the range touches: panels.DAYS).
 DW = where("campaign", "vantage", "profile", "browser", "dns_mode", time="day") + "\n  AND status = 'ok'"
 UW = where("campaign", "vantage", "profile", "browser", "dns_mode", time="day")  # v_page_load_url_daily_hist: ok loads only
-OTHERS = [t for t in TRANSPORTS if t != "do53"]  # compared with Do53
+BASE = "do53"  # the transport every other one is compared with
+OTHERS = [t for t in TRANSPORTS if t != BASE]
 HTTP = ("h2", "h3")
 PAGE = "url || ' · ' || browser || ' · ' || coalesce(network_profile, 'none')"
 

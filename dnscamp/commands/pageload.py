@@ -71,7 +71,7 @@ def pageload_command(
                 die(f"--dns {m}: a testbed resolver; use --testbed-client PROFILE")
         for u in urls:
             host = urlsplit(u).hostname or ""
-            if (host == "test" or host.endswith(".test")) and any(m.transport == "system" for m in modes):
+            if (host == "test" or host.endswith(".test")) and any(m.driver.uses_os_resolver for m in modes):
                 die(f"URL {u}: a testbed site with the system resolver; use --testbed-client PROFILE")
     if testbed_client:
         ns = f"dc-client-{testbed_client}"

@@ -37,6 +37,7 @@ PAPER_RTT = {"do53": (1, 1.03, None, 1.16), "doq": (2, 2.50, 2.07, 3.00), "doh":
 # §V-C, Fig. 8/12 (its "Summary"): median and worst relative PLT increase over the DoUDP + H3
 # 1-RTT baseline over the 15 page x access tuples, %; doq+0rtt is its QUIC connection coalescing
 PAPER_PLT = {"doq+0rtt": (7.3, 26.0), "doq": (10.8, 31.9), "doh": (14.7, 53.7)}
+BASE = "do53"  # the paper's cold DoUDP: the mode every other one is compared with
 MODES = ("doq+0rtt", "doq", "doh", "doh3", "do53+0rtt", "doh+0rtt", "doh3+0rtt")  # the paper's three first
 
 DNS_SQL = """SELECT network_profile, transport, total_rtt_multiple FROM v_dns_query
@@ -80,8 +81,8 @@ def relative_increase(rows: Iterable[dict]) -> dict[tuple[str, str, str], float]
             host = r["url"].split("//")[-1].split("/")[0]
             plts[(mode(r), r["network_profile"], PAGES.get(host, host))].append(r["plt_ms"])
     med = {k: median(v) for k, v in plts.items()}
-    return {k: 100 * (v - med[("do53", *k[1:])]) / med[("do53", *k[1:])]
-            for k, v in med.items() if k[0] != "do53" and med.get(("do53", *k[1:]))}
+    return {k: 100 * (v - med[(BASE, *k[1:])]) / med[(BASE, *k[1:])]
+            for k, v in med.items() if k[0] != BASE and med.get((BASE, *k[1:]))}
 
 
 def _cells_above(inc: dict, worse: str, better: str) -> list[bool]:

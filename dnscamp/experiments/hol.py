@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from dnscamp.experiments.common import fetch_rows, fmt, no_records, table
 from testbed.services.dns_hierarchy import HOL_DELAY_MS, HOL_SLOW_ZONE
+from vantage_agent.dns import registry as dns_registry
 from vantage_agent.stats import percentile
 
 SPECS = ("hol", "hol-h1")
@@ -46,10 +47,11 @@ SQL = """SELECT campaign, transport, http_version, qname, status, total_ms
 def label(row: dict) -> str:
     """The transport as the table names it: DoH split by HTTP version (the ``hol-h1`` campaign
     asked for HTTP/1.1; a failed query records no version, so the campaign decides)."""
-    if row["transport"] != "doh":
-        return row["transport"]
+    t = row["transport"]
+    if t not in dns_registry.TRANSPORTS or not dns_registry.transport(t).chooses_http_version:
+        return t
     h1 = row.get("http_version") == "1.1" or str(row.get("campaign", "")).startswith("exp-hol-h1")
-    return "doh-h1.1" if h1 else "doh-h2"
+    return f"{t}-h1.1" if h1 else f"{t}-h2"
 
 
 def delayed(qname: str | None) -> bool:

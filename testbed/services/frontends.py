@@ -28,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed import plan
+from vantage_agent.dns import registry as dns_registry
 from testbed.services.resolvers import LISTEN_ADDR, LISTEN_PORT, Resolver
 
 SCHEMES = {"do53": "dns", "dot": "tls", "doh": "https", "doh3": "https3", "doq": "quic"}
@@ -39,7 +40,7 @@ def corefile(r: Resolver, cert: Path, key: Path) -> str:
     for transport, scheme in SCHEMES.items():
         port = plan.PORTS[transport]
         lines = [f"{scheme}://.:{port} {{", f"  bind {r.address}"]
-        if transport != "do53":
+        if dns_registry.transport(transport).encrypted:
             lines.append(f"  tls {cert} {key}")
         lines += [
             f"  forward . {LISTEN_ADDR}:{LISTEN_PORT} {{",

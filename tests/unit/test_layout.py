@@ -182,3 +182,111 @@ def test_agent_runs_with_a_testbed_description_and_no_testbed_package(tmp_path):
         "logs": ["/run/testbed-isp.log", "/run/testbed-public.log"],
         "attempts": [],
     }
+
+
+# --- transport and browser capabilities live with their driver ---------------------------------
+# What a transport, browser or page-load DNS mode can do is an attribute of its driver, asked
+# through the registry (vantage_agent/dns/registry.py: registry.transport(name).uses_url, ...;
+# pageload/registry.py; pageload/dnsmode.py: MODES). Comparing a name literal elsewhere to decide
+# behaviour spreads one transport's knowledge over the code base (STYLE.md, anti-patterns).
+TRANSPORT_NAMES = frozenset({"do53", "do53-tcp", "dot", "doh", "doh3", "doq"})
+BROWSER_NAMES = frozenset({"firefox", "chromium"})
+CAPABILITY_SCANNED = ("vantage_agent", "dnscamp", "testbed", "collectors", "bench", "atlas", "db", "dashboards")
+# The drivers and the registries: the only modules that may compare transport or browser names.
+DRIVER_MODULES = frozenset({
+    "vantage_agent/dns/registry.py", "vantage_agent/dns/_common.py", "vantage_agent/dns/_stream.py",
+    "vantage_agent/dns/do53.py", "vantage_agent/dns/dot.py", "vantage_agent/dns/doh.py",
+    "vantage_agent/dns/doh3.py", "vantage_agent/dns/doq.py", "vantage_agent/dns/getdns_engine.py",
+    "vantage_agent/pageload/registry.py", "vantage_agent/pageload/firefox.py", "vantage_agent/pageload/chromium.py",
+})
+_COMPARING = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _name_literals(node: ast.AST, names: frozenset[str]) -> list[str]:
+    """The names among ``node`` if it is a string constant or a tuple / list / set of them."""
+    if isinstance(node, ast.Constant) and node.value in names:
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+    return []
+
+
+def name_comparisons(source: str, filename: str = "<source>", names: frozenset[str] = TRANSPORT_NAMES) -> list[str]:
+    """``file:line: literal`` for every ``==`` / ``!=`` / ``in`` / ``not in`` with a name
+    literal on either side, and every ``match`` case on one."""
+    out = []
+    for node in ast.walk(ast.parse(source, filename)):
+        found: list[str] = []
+        if isinstance(node, ast.Compare) and any(isinstance(op, _COMPARING) for op in node.ops):
+            for side in (node.left, *node.comparators):
+                found += _name_literals(side, names)
+        elif isinstance(node, ast.MatchValue):
+            found += _name_literals(node.value, names)
+        out += [f"{filename}:{node.lineno}: {n!r}" for n in found]
+    return out
+
+
+def transport_comparisons(root: Path = ROOT, folders: tuple[str, ...] = CAPABILITY_SCANNED,
+                          names: frozenset[str] = TRANSPORT_NAMES) -> list[str]:
+    out = []
+    for folder in folders:
+        for f in sorted((root / folder).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel not in DRIVER_MODULES:
+                out += name_comparisons(f.read_text(), rel, names)
+    return out
+
+
+def test_no_transport_name_comparisons_outside_the_drivers():
+    bad = transport_comparisons()
+    assert not bad, ("transport names compared outside the drivers and registries (ask "
+                     f"registry.transport(name) for the capability instead): {bad}")
+
+
+def test_no_browser_name_comparisons_outside_the_browsers():
+    bad = transport_comparisons(names=BROWSER_NAMES)
+    assert not bad, ("browser names compared outside the browser modules and their registry (ask "
+                     f"pageload.registry.get(name) for the capability instead): {bad}")
+
+
+@pytest.mark.parametrize("planted", [
+    'if transport == "doh":\n    pass\n',
+    'x = t != "do53"\n',
+    'if mode.transport in ("doq", "doh3"):\n    pass\n',
+    'ok = "dot" not in transports\n',
+    'if t in ["doh", "doh3"]:\n    pass\n',
+    'match t:\n    case "doq":\n        pass\n',
+])
+def test_transport_comparison_check_finds_a_planted_one(tmp_path, planted):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "clean.py").write_text(
+        'PORTS = {"doh": 443}\nkey = registry.transport("doh").uses_url\nt = "doq"\nok = mode == other\n')
+    assert transport_comparisons(tmp_path, ("pkg",)) == []
+    (tmp_path / "pkg" / "planted.py").write_text(planted)
+    found = transport_comparisons(tmp_path, ("pkg",))
+    assert found and all(f.startswith("pkg/planted.py:") for f in found), found
+
+
+def test_browser_comparison_check_finds_a_planted_one(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "planted.py").write_text('if "firefox" in browsers:\n    pass\n')
+    assert transport_comparisons(tmp_path, ("pkg",), BROWSER_NAMES) == ["pkg/planted.py:1: 'firefox'"]
+
+
+def test_a_driver_module_may_compare_transport_names(tmp_path):
+    (tmp_path / "vantage_agent" / "dns").mkdir(parents=True)
+    (tmp_path / "vantage_agent" / "dns" / "registry.py").write_text('if t == "doh":\n    pass\n')
+    assert transport_comparisons(tmp_path, ("vantage_agent",)) == []
+
+
+def _project_packages() -> set[str]:
+    """Top-level folders of this repository that hold Python code."""
+    return {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.rglob("*.py"))}
+
+
+def test_vantage_agent_imports_nothing_of_the_project_outside_itself():
+    """It ships alone to a cloud vantage: no folder of this repository but its own."""
+    others = _project_packages() - {"vantage_agent"}
+    found = imports_of("vantage_agent") + dynamic_imports_of("vantage_agent")
+    bad = sorted({(f, m) for f, m in found if _top(m) in others})
+    assert not bad, f"vantage_agent/ imports other folders of the project: {bad}"

@@ -29,6 +29,21 @@ from .timing import WireCount
 now = time.monotonic_ns
 
 
+class Capabilities:
+    """What a transport can do, as class attributes of its driver (registry.transport(name)):
+    the defaults of a plain, unencrypted exchange over TCP or UDP; each driver overrides what
+    differs, so no caller compares transport names to know it."""
+
+    default_port = 53
+    encrypted = False  # TLS or QUIC: the endpoint has a TLS name
+    uses_url = False  # the endpoint is an https:// URL template (RFC 8484)
+    http = False  # every query is an HTTP request (it has a method)
+    chooses_http_version = False  # QueryOptions.http_version applies
+    quic = False  # runs over QUIC (UDP)
+    retransmits = False  # resolv.conf retransmission after timeout_s, up to attempts
+    counts_wire = True  # counts its bytes and packets on the wire wherever it runs
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where one transport of one resolver listens."""

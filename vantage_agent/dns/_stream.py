@@ -8,6 +8,7 @@ import select
 import socket
 import ssl
 import struct
+from typing import Any
 
 from vantage_agent import errors
 
@@ -16,9 +17,8 @@ from .policy import Policy
 from .timing import DnsTiming, PhaseClock, WireCount, failed
 
 
-class StreamClient:
+class StreamClient(c.Capabilities):
     transport = "do53-tcp"
-    use_tls = False
     alpn: str | None = None
 
     def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
@@ -97,7 +97,7 @@ class StreamClient:
         raw.connect((ep.address, ep.port))
         clock.t_connected = c.now()
         self.connections_opened += 1
-        if not self.use_tls:
+        if not self.encrypted:
             return c.tcp_counts(raw)
         clock.extra["phase"] = "tls_handshake"
         session = self._session if self.policy.resumes else None
@@ -109,6 +109,12 @@ class StreamClient:
         tls.do_handshake()
         clock.t_tls_done = c.now()
         return c.tcp_counts(tls)
+
+    def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
+        """Queries pipelined on one connection, id-matched (RFC 7766 §6.2.1.1; load.py)."""
+        from . import load  # load drives this class's connection and imports this module
+
+        return load.open_loop_stream(self, qnames, at, qtype, txid)
 
     # -- one query ------------------------------------------------------------------------------
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:

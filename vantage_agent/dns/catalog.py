@@ -55,9 +55,10 @@ def _endpoint(name: str, key: str, d: dict[str, Any], ca_file: str | None) -> En
     address = d.get("address")
     if not address:
         raise CatalogError(f"resolver {name!r}: endpoint {key!r} needs an address")
-    if key in ("doh", "doh3") and not d.get("url"):
+    can = registry.transport(key)
+    if can.uses_url and not d.get("url"):
         raise CatalogError(f"resolver {name!r}: endpoint {key!r} needs a url")
-    port = int(d.get("port") or {"do53": 53, "dot": 853, "doh": 443, "doh3": 443, "doq": 853}[key])
+    port = int(d.get("port") or can.default_port)
     return Endpoint(key, str(address), port, tls_name=d.get("tls_name"), url=d.get("url"),
                     ca_file=d.get("ca_file") or ca_file, resolver=name)
 

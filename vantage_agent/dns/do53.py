@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import select
 import socket
+from typing import Any
 
 from vantage_agent import errors
 
@@ -30,8 +31,9 @@ TRANSPORT = "do53"
 ENDPOINT = "do53"
 
 
-class UdpClient:
+class UdpClient(c.Capabilities):
     transport = "do53"
+    retransmits = True
 
     def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
         self.endpoint = endpoint
@@ -57,6 +59,12 @@ class UdpClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
+        """Every query its own datagram on one connected socket, id-matched (load.py)."""
+        from . import load  # load drives this class's socket and imports this module
+
+        return load.open_loop_udp(self, qnames, at, qtype, txid)
 
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
@@ -136,7 +144,6 @@ class TcpClient(StreamClient):
     """Do53 over TCP (RFC 7766); ``reuse`` keeps the connection open between queries."""
 
     transport = "do53-tcp"
-    use_tls = False
 
 
 Client = UdpClient

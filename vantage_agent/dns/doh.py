@@ -37,6 +37,7 @@ import base64
 import ctypes
 import functools
 import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 import pycurl
@@ -131,10 +132,14 @@ class _TlsInfo:
 _tls = functools.cache(_TlsInfo)  # one per process, built at the first handle
 
 
-class Client:
+class Client(c.Capabilities):
     transport = "doh"
     http_version = pycurl.CURL_HTTP_VERSION_2TLS
-    udp = False
+    default_port = 443
+    encrypted = True
+    uses_url = True
+    http = True
+    chooses_http_version = True
     default_method = "POST"  # when QueryOptions.doh_method is None (002_6fa4cf280535d36b.txt §3.1.2)
 
     def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
@@ -159,7 +164,7 @@ class Client:
         self._share: pycurl.CurlShare | None = None
         # DoH3: libcurl owns the UDP socket and Linux keeps no per-socket UDP counters; in a
         # testbed client namespace (one query at a time) the interface counters stand in.
-        self._netdev = self.udp and c.owns_testbed_namespace()
+        self._netdev = self.quic and c.owns_testbed_namespace()
         if self.policy.resumes:
             # libcurl keeps TLS sessions (and QUIC 0-RTT tickets) in a share's session cache.
             self._share = pycurl.CurlShare()
@@ -206,7 +211,7 @@ class Client:
     def _prereq(self, conn_primary_ip: str, conn_local_ip: str, conn_primary_port: int, conn_local_port: int) -> int:
         if self._netdev and self._new_socks:  # a new connection: end of its handshake (a reused
             self._hs_counts = c.netdev_counts()  # one needs no read inside the timed window)
-        elif self._new_socks and not self.udp:
+        elif self._new_socks and not self.quic:
             self._hs_counts = c.tcp_counts(self._new_socks[-1])
         return pycurl.PREREQFUNC_OK
 
@@ -217,7 +222,7 @@ class Client:
         self._body += data
         if self._netdev:
             self._after_counts = c.netdev_counts()
-        elif not self.udp:
+        elif not self.quic:
             sock = self._new_socks[-1] if self._new_socks else self._last_fd
             if sock is not None:
                 self._after_counts = c.tcp_counts(sock)
@@ -245,6 +250,12 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
+        """One libcurl multi, at most one connection to the host (load.py)."""
+        from . import load  # load drives this class's handles and imports this module
+
+        return load.open_loop_curl(self, qnames, at, qtype, txid)
 
     def get_url(self, wire: bytes) -> str:
         """The GET URL of a DNS message (RFC 8484 §4.1: base64url without padding)."""
@@ -287,11 +298,11 @@ class Client:
         may_reuse = self.policy.may_reuse(self._last_used, t0)
         h.setopt(pycurl.FRESH_CONNECT, 0 if may_reuse else 1)
         h.setopt(pycurl.FORBID_REUSE, 0 if self.policy.keeps_connection else 1)
-        before = c.tcp_counts(self._last_fd) if (may_reuse and self._last_fd is not None and not self.udp) else None
+        before = c.tcp_counts(self._last_fd) if (may_reuse and self._last_fd is not None and not self.quic) else None
         base = DnsTiming(
             transport=self.transport, address=ep.address, port=self._port, qname=qname, qtype=qtype,
             policy=self.policy.mode, t_start=t0, timeout_s=opt.timeout_s, http_method=method,
-            wire_basis=("netdev_count" if self._netdev else "unavailable") if self.udp else "tcp_info",
+            wire_basis=("netdev_count" if self._netdev else "unavailable") if self.quic else "tcp_info",
         )
         if self._netdev:
             before = c.netdev_counts()
@@ -315,7 +326,7 @@ class Client:
                 handshake=c.udp_payload(self._hs_counts - before, fam) if new_conn else None,
                 query=c.udp_payload(self._after_counts - (self._hs_counts if new_conn else before), fam),
             )
-        elif not self.udp:
+        elif not self.quic:
             after = self._after_counts
             start = self._hs_counts if new_conn else before
             res = res.replace(
@@ -380,7 +391,7 @@ class Client:
         if code == getattr(pycurl, "E_QUIC_CONNECT_ERROR", 96):
             return errors.QuicError(msg)
         if code in (pycurl.E_HTTP2, getattr(pycurl, "E_HTTP3", 95), getattr(pycurl, "E_HTTP2_STREAM", 92)):
-            return errors.QuicError(msg) if self.udp else errors.HttpError(f"HTTP/2 error: {msg}")
+            return errors.QuicError(msg) if self.quic else errors.HttpError(f"HTTP/2 error: {msg}")
         if code in (pycurl.E_RECV_ERROR, pycurl.E_SEND_ERROR, pycurl.E_GOT_NOTHING):
             return errors.ConnectError(msg)
         return errors.Other(f"curl error {code}: {msg}")

@@ -31,6 +31,7 @@ import dataclasses
 import select
 import socket
 import struct
+from typing import Any
 
 from aioquic import tls as aioquic_tls
 from aioquic.quic.configuration import QuicConfiguration
@@ -85,8 +86,11 @@ class _OneKeyShareConnection(QuicConnection):
             self.tls._supported_groups = [aioquic_tls.Group.X25519]
 
 
-class Client:
+class Client(c.Capabilities):
     transport = "doq"
+    default_port = 853
+    encrypted = True
+    quic = True
 
     def __init__(self, endpoint: c.Endpoint, policy: Policy | None = None, options: c.QueryOptions | None = None):
         self.endpoint = endpoint
@@ -219,6 +223,12 @@ class Client:
         self.close()
 
     # -- one query ------------------------------------------------------------------------------
+    def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
+        """One QUIC connection, a new stream per query (RFC 9250 §4.2; load.py)."""
+        from . import load  # load drives this class's connection and imports this module
+
+        return load.open_loop_quic(self, qnames, at, qtype, txid)
+
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
         t0 = c.now()

@@ -19,5 +19,6 @@ ENDPOINT = "dot"
 
 class Client(StreamClient):
     transport = "dot"
-    use_tls = True
+    default_port = 853
+    encrypted = True
     alpn = "dot"

@@ -43,7 +43,7 @@ ENGINE = "getdns"
 _UNSUPPORTED_POLICY = "resume"
 
 
-class _Client:
+class _Client(c.Capabilities):
     """Parent side: one worker process per client, one JSON line per query each way."""
 
     transport = "do53"
@@ -57,7 +57,8 @@ class _Client:
         self._proc: subprocess.Popen | None = None
         if self.policy.mode == _UNSUPPORTED_POLICY:
             return  # every query is a bad_input record (below); no worker needed
-        cfg = {"transport": self.transport, "address": self.endpoint.address, "port": self.endpoint.port,
+        cfg = {"transport": self.transport, "tls": self.encrypted,
+               "address": self.endpoint.address, "port": self.endpoint.port,
                "tls_name": self.endpoint.tls_name, "policy": self.policy.mode,
                "idle_timeout_s": self.policy.idle_timeout_s, "timeout_s": self.options.timeout_s,
                "edns_payload": self.options.edns_payload}
@@ -136,6 +137,8 @@ class Do53Client(_Client):
 
 class DotClient(_Client):
     transport = "dot"
+    default_port = 853
+    encrypted = True
 
 
 def timing_from_json(d: dict[str, Any]) -> DnsTiming:
@@ -168,7 +171,7 @@ class _Worker:
         ctx.timeout = max(1, int(cfg["timeout_s"] * 1000))
         ctx.edns_maximum_udp_payload_size = cfg["edns_payload"]
         up: dict[str, Any] = {"address_data": cfg["address"], "address_type": "IPv6" if ":" in cfg["address"] else "IPv4"}
-        if cfg["transport"] == "dot":
+        if cfg["tls"]:
             ctx.dns_transport_list = [g.TRANSPORT_TLS]
             ctx.tls_authentication = g.AUTHENTICATION_REQUIRED
             up["tls_port"] = cfg["port"]
@@ -214,13 +217,13 @@ class _Worker:
         run_ms = rep.get("run_time/ms")
         details = {"engine_run_time_ms": run_ms if isinstance(run_ms, int) else None}
         reused = None
-        if cfg["transport"] == "dot":
+        if cfg["tls"]:
             n = rep.get("responses_on_this_connection")
             reused = bool(n and n > 1) if isinstance(n, int) else None
         else:
             reused = False  # UDP: no connection, as our engine records it
         res = base.replace(t_start=t_start, connection_reused=reused, details=tuple(details.items()),
-                           tls_version=rep.get("tls_version") if cfg["transport"] == "dot" else None)
+                           tls_version=rep.get("tls_version") if cfg["tls"] else None)
         if not self.policy.keeps_connection:
             self.ctx = None
         tree = r.replies_tree or []

@@ -37,6 +37,7 @@ cannot express comes in ``RunContext.extra``: ``access_rtt_ms`` (an explicit acc
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Iterable, Literal
@@ -85,8 +86,11 @@ class DnsQueryParams(BaseModel):
                 raise ValueError("arrival 'poisson' runs over one connection: policy 'reuse', engine 'dnscamp'")
         elif self.rate_per_s is not None:
             raise ValueError("rate_per_s is for arrival 'poisson'")
-        if self.http_version is not None and set(self.transports) != {"doh"}:
-            raise ValueError("http_version applies to transport doh only: list transports = [\"doh\"]")
+        if self.http_version is not None:
+            can = [t for t in registry.names() if registry.transport(t).chooses_http_version]
+            if not set(self.transports) <= set(can):
+                raise ValueError(f"http_version applies to transport {', '.join(can)} only: "
+                                 f"list transports = [{', '.join(map(json.dumps, can))}]")
         return self
 
     @field_validator("transports")
@@ -227,8 +231,7 @@ def _setup_failure_body(unit: Unit, base_dir: Path) -> dict:
             "policy": params.policy if params else None,
             "idle_timeout_s": params.idle_timeout_s if params else None,
             "timeout_s": params.timeout_s if params else None,
-            "max_attempts": (params.attempts if transport == "do53" and params.engine == registry.DEFAULT_ENGINE else 1)
-            if params else None,
+            "max_attempts": runner.max_attempts(transport, params.engine, params.attempts) if params else None,
             "attempts": 0, "t_start": None, "connection_reused": None, "wire_basis": "unavailable",
             "cache_warmed": None, "engine": params.engine if params else None,
             "engine_version": registry.dnscamp_version() if params and params.engine == registry.DEFAULT_ENGINE else None,

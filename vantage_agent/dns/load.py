@@ -4,7 +4,8 @@ and each is sent when it arrives, without waiting for the answers of earlier one
 matched back to their queries (DNS id for Do53 and DoT, QUIC stream for DoQ, the libcurl
 transfer for DoH / DoH3). The connection setup, TLS and CA handling, response parsing and the
 error taxonomy are the transport drivers' own (do53.UdpClient, _stream.StreamClient, doh.Client,
-doq.Client): this module only adds the schedule and the matching.
+doq.Client): this module only adds the schedule and the matching. Each of those drivers has an
+``open_loop`` method that hands itself to its ``open_loop_*`` function here; ``run`` calls it.
 
 Per transport:
 
@@ -187,13 +188,13 @@ def run(client: Any, qnames: list[str], offsets_s: list[float], *, qtype: str = 
         raise ValueError("one offset per name")
     start = (start_ns if start_ns is not None else c.now())
     at = [start + int(o * 1e9) for o in offsets_s]
-    for kind, fn in ((do53.UdpClient, _udp), (StreamClient, _stream), (doh.Client, _curl), (doq.Client, _quic)):
-        if isinstance(client, kind):
-            try:
-                return fn(client, qnames, at, qtype, Txids(seed))
-            finally:
-                client.close()
-    raise errors.SetupError(f"open-loop load needs a dnscamp engine driver, not {type(client).__name__}")
+    open_loop = getattr(client, "open_loop", None)  # each driver of ours runs its own (below)
+    if open_loop is None:
+        raise errors.SetupError(f"open-loop load needs a dnscamp engine driver, not {type(client).__name__}")
+    try:
+        return open_loop(qnames, at, qtype, Txids(seed))
+    finally:
+        client.close()
 
 
 def _make(client: Any, qname: str, qtype: str, t: int, txid: int, **kw: Any) -> tuple[c.Query | None, DnsTiming]:
@@ -217,7 +218,7 @@ def _wait(fds: list[Any], *deadlines: int | None) -> list[Any]:
     return r
 
 
-def _udp(client: do53.UdpClient, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
+def open_loop_udp(client: do53.UdpClient, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
     opt = client.options
     out: list[DnsTiming | None] = [None] * len(qnames)
     fl = Inflight()
@@ -270,7 +271,8 @@ def _udp(client: do53.UdpClient, qnames: list[str], at: list[int], qtype: str, t
     return out  # type: ignore[return-value]
 
 
-def _stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
+def open_loop_stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str,
+                     txid: Txids) -> list[DnsTiming]:
     opt = client.options
     out: list[DnsTiming | None] = [None] * len(qnames)
     fl = Inflight()
@@ -339,7 +341,7 @@ def _stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str, 
     return out  # type: ignore[return-value]
 
 
-def _quic(client: doq.Client, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
+def open_loop_quic(client: doq.Client, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
     opt = client.options
     out: list[DnsTiming | None] = [None] * len(qnames)
     fl = Inflight()
@@ -435,7 +437,7 @@ def _quic(client: doq.Client, qnames: list[str], at: list[int], qtype: str, txid
     return out  # type: ignore[return-value]
 
 
-def _curl(client: doh.Client, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
+def open_loop_curl(client: doh.Client, qnames: list[str], at: list[int], qtype: str, txid: Txids) -> list[DnsTiming]:
     opt = client.options
     out: list[DnsTiming | None] = [None] * len(qnames)
     multi = pycurl.CurlMulti()

@@ -2,7 +2,22 @@
 and transports exist. Every driver has the same constructor ``(endpoint, policy, options)`` and
 the same ``query(qname, qtype) -> DnsTiming`` / ``close()``; nothing else branches on transport
 or engine names. Engines: ``dnscamp`` (our sockets, every transport) and ``getdns`` (libgetdns,
-Do53 and DoT only; docs/dns-engines.md)."""
+Do53 and DoT only; docs/dns-engines.md).
+
+What a transport can do is asked of its driver class, ``transport(name)`` (our engine's), never
+decided by comparing names:
+
+=======================  =========================================================================
+``default_port``         the endpoint port when the catalog or a page-load mode names none
+``encrypted``            TLS or QUIC: the endpoint has a TLS name (recorded as ``tls_name``)
+``uses_url``             the endpoint is an ``https://`` URL (catalog entries must give one)
+``http``                 the query is an HTTP request (``http_method`` recorded)
+``chooses_http_version`` ``QueryOptions.http_version`` applies (HTTP/1.1 or HTTP/2 over TCP)
+``quic``                 runs over QUIC (the page-load stub forwards over these)
+``retransmits``          resolv.conf retransmission after ``timeout_s``, up to ``attempts``
+``counts_wire``          bytes and packets counted wherever it runs (DoH3: in a testbed namespace only)
+``open_loop(...)``       the open-loop run over the driver's one connection (load.py)
+=======================  ========================================================================="""
 
 from __future__ import annotations
 
@@ -80,6 +95,12 @@ def client_class(transport: str, engine: str = DEFAULT_ENGINE) -> Any:
         ref = OTHER_ENGINES[engine][transport]
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def transport(name: str) -> Any:
+    """The driver class of transport ``name`` in our engine, whose class attributes are the
+    transport's capabilities (module docstring); UnknownTransport naming the known ones."""
+    return client_class(name)
 
 
 def client(transport: str, endpoint: Any, policy: Any = None, options: Any = None, engine: str = DEFAULT_ENGINE) -> Any:

@@ -36,19 +36,19 @@ def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOpti
          engine: str = registry.DEFAULT_ENGINE, engine_version: str | None = None) -> DnsQueryBody:
     hs, q = t.handshake, t.query
     ours = engine == registry.DEFAULT_ENGINE
+    can = registry.transport(t.transport)
     return DnsQueryBody(
         resolver=endpoint.resolver, transport=t.transport, address=t.address, port=t.port,
-        tls_name=endpoint.tls_name if t.transport not in ("do53", "do53-tcp") else None,
-        url=endpoint.url if t.transport in ("doh", "doh3") else None,
+        tls_name=endpoint.tls_name if can.encrypted else None,
+        url=endpoint.url if can.uses_url else None,
         qname=t.qname, qtype=t.qtype, sequence=sequence, policy=policy.mode,
         idle_timeout_s=policy.idle_timeout_s, timeout_s=options.timeout_s,
-        # getdns: one call, its retransmissions neither configurable nor reported (dns-engines.md)
-        max_attempts=options.attempts if (t.transport == "do53" and ours) else 1,
+        max_attempts=max_attempts(t.transport, engine, options.attempts),
         attempts=t.attempts, t_start=t.t_start, t_connected=t.t_connected, t_tls_done=t.t_tls_done,
         t_query_sent=t.t_query_sent, t_response=t.t_response, connection_reused=t.connection_reused,
         resumed=t.resumed, early_data=t.early_data, tls_version=t.tls_version, alpn=t.alpn,
         quic_version=t.quic_version, http_version=t.http_version,
-        http_method=t.http_method if t.transport in ("doh", "doh3") else None,
+        http_method=t.http_method if can.http else None,
         http_status=t.http_status, rcode=t.rcode, answers=list(t.answers), response_size=t.response_size,
         wire_basis=t.wire_basis,
         handshake_bytes_sent=hs.bytes_sent if hs else None, handshake_bytes_received=hs.bytes_received if hs else None,
@@ -59,6 +59,16 @@ def body(t: DnsTiming, *, endpoint: Endpoint, policy: Policy, options: QueryOpti
         engine=engine, engine_version=engine_version or (registry.dnscamp_version() if ours else None),
         engine_run_time_ms=dict(t.details).get("engine_run_time_ms"),
     )
+
+
+def max_attempts(transport: str | None, engine: str, attempts: int) -> int:
+    """The queries one lookup may send, as recorded: ``attempts`` where our driver retransmits
+    (resolv.conf over UDP), else one; getdns makes one call whose retransmissions are neither
+    configurable nor reported (dns-engines.md). An unknown transport (a unit that could not
+    start) sends at most one."""
+    if transport is None or engine != registry.DEFAULT_ENGINE:
+        return 1
+    return attempts if registry.transport(transport).retransmits else 1
 
 
 def plan(names: list[str], count: int, seed: int | None = None) -> list[str]:

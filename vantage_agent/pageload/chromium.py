@@ -41,6 +41,8 @@ from vantage_agent.pageload.common import (
 from vantage_agent.pageload.dnsmode import DnsSetup
 
 NAME = "chromium"
+# warm_origin: it can close its connections and keep its session tickets (chrome.benchmarking)
+WARM_ORIGIN = True
 POLICY_DIR = "/etc/chromium/policies/managed"
 
 BASE_ARGS = (

@@ -40,8 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vantage_agent.dns import catalog
-
-TRANSPORTS = ("system", "do53", "dot", "doh", "doq", "doh3")
+from vantage_agent.dns import registry as dns_registry
 
 # Keys of the testbed description's ``resolvers`` (testbed/services: frontends); names only,
 # the addresses are the description's.
@@ -79,6 +78,11 @@ class DnsMode:
     def __str__(self) -> str:
         return self.text
 
+    @property
+    def driver(self) -> "Mode":
+        """What this mode can do and how it is put in force (``MODES``)."""
+        return MODES[self.transport]
+
 
 def _valid_ip(s: str) -> bool:
     try:
@@ -103,7 +107,7 @@ def testbed_resolver(transport: str, alias: str, testbed: dict[str, Any] | None)
 
 
 def parse_resolver(transport: str, spec: str) -> Resolver:
-    default_port = {"do53": 53, "dot": 853, "doq": 853, "doh": 443, "doh3": 443}[transport]
+    default_port = dns_registry.transport(transport).default_port
     spec = spec.strip()
     if not spec:
         raise DnsModeError(f"{transport}: missing resolver (e.g. {transport}:isp or {transport}:10.53.1.1)")
@@ -142,13 +146,15 @@ def parse(text: str, testbed: dict[str, Any] | None = None) -> DnsMode:
     """Parse ``system`` or ``<transport>:<resolver>``; raises DnsModeError naming the part.
     ``testbed``: the testbed description that resolves the aliases ``isp`` / ``public``."""
     text = text.strip()
-    if text == "system":
-        return DnsMode("system", None, "system")
     transport, sep, rest = text.partition(":")
-    if transport not in TRANSPORTS or transport == "system" or not sep:
+    mode = MODES.get(transport)
+    if mode is None or mode.uses_os_resolver == bool(sep):  # "system" alone; the others name a resolver
+        use = [m if MODES[m].uses_os_resolver else f"{m}:R" for m in MODES]
         raise DnsModeError(
-            f"unknown DNS mode {text!r} (use system, do53:R, dot:R, doh:R, doq:R or doh3:R; R = isp, public or an address)"
+            f"unknown DNS mode {text!r} (use {', '.join(use[:-1])} or {use[-1]}; R = isp, public or an address)"
         )
+    if mode.uses_os_resolver:
+        return DnsMode(transport, None, text)
     if rest.strip() in ALIASES:
         return DnsMode(transport, testbed_resolver(transport, rest.strip(), testbed), text, rest.strip())
     return DnsMode(transport, parse_resolver(transport, rest), text)
@@ -283,54 +289,120 @@ def setup(mode: DnsMode, workdir: Path, *, ca_file: str | None = None, stubby: s
     workdir.mkdir(parents=True, exist_ok=True)
     ds = DnsSetup(mode=mode, workdir=workdir)
     r = mode.resolver
-    t = mode.transport
-    if t != "system" and r is None:
+    if not mode.driver.uses_os_resolver and r is None:
         raise DnsModeError(f"{mode}: {mode.alias!r} is a testbed resolver and the testbed description "
-                           f"(ctx.testbed / dnscamp testbed info --json) gives no {t} endpoint for it")
+                           f"(ctx.testbed / dnscamp testbed info --json) gives no {mode.transport} endpoint for it")
     try:
-        if t == "system":
-            pass
-        elif t == "do53":
-            assert r is not None
-            if r.port != 53:
-                raise DnsModeError("do53: /etc/resolv.conf can only name port 53")
-            ds.resolv_conf = _resolv(workdir, r.address)
-        elif t == "dot":
-            assert r is not None
-            listen = free_loopback()
-            conf = workdir / "stubby.yml"
-            conf.write_text(stubby_config(listen, r, ca_file))
-            log = open(workdir / "stubby.log", "ab")
-            p = subprocess.Popen([stubby, "-C", str(conf)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            ds.procs.append(p)
-            _wait_listening(listen, p, "stubby")
-            ds.listen = listen
-            ds.resolv_conf = _resolv(workdir, listen)
-        elif t == "doh":
-            assert r is not None
-            ds.firefox_prefs = firefox_trr_prefs(r)
-            ds.chromium_policy = {
-                "DnsOverHttpsMode": "secure",
-                "DnsOverHttpsTemplates": r.doh_url,
-            }
-            if r.tls_name:
-                # Chromium bootstraps the DoH server's name through the system resolver; pin
-                # it so the only DNS traffic of the load is the DoH exchange itself.
-                ds.chromium_args.append(f"--host-resolver-rules=MAP {r.tls_name} {r.address}")
-        elif t in ("doq", "doh3"):
-            assert r is not None
-            from vantage_agent.pageload import stub as stubmod
-
-            listen = free_loopback()
-            ds.stub = stubmod.Stub.start(listen, 53, t, r, ca_file=ca_file)
-            ds.listen = listen
-            ds.resolv_conf = _resolv(workdir, listen)
-        else:  # pragma: no cover - parse() rejects it
-            raise DnsModeError(f"unknown transport {t!r}")
+        mode.driver.apply(ds, r, workdir, ca_file=ca_file, stubby=stubby)
     except BaseException:
         ds.close()
         raise
     return ds
+
+
+# -- the modes ------------------------------------------------------------------------------
+
+
+class Mode:
+    """One DNS mode: what it can do (class attributes) and how it is put in force (``apply``).
+    ``MODES`` maps each mode's name to it; nothing else compares mode names."""
+
+    name = ""
+    uses_os_resolver = False  # the OS resolver as configured; the others name a resolver R
+    via_stub = False  # dnscamp's stub forwards the browser's Do53 (its stats are the evidence)
+    # What the harness can say of the transport without evidence of its own (verify in kind.py)
+    evidence = ""
+
+    @property
+    def wire_transport(self) -> str:
+        """The transport a resolver frontend sees the page's lookups arrive over."""
+        return self.name
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        raise NotImplementedError
+
+
+class SystemMode(Mode):
+    name = "system"
+    uses_os_resolver = True
+    evidence = "system resolver: no resolver-side evidence in the harness"
+
+    @property
+    def wire_transport(self) -> str:
+        # resolv.conf's nameserver (on a testbed client the ISP resolver): plain Do53
+        return Do53Mode.name
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        pass
+
+
+class Do53Mode(Mode):
+    name = "do53"
+    evidence = "resolv.conf -> resolver in the browser's mount namespace (check the frontend log)"
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        assert r is not None
+        if r.port != 53:
+            raise DnsModeError("do53: /etc/resolv.conf can only name port 53")
+        ds.resolv_conf = _resolv(workdir, r.address)
+
+
+class DotMode(Mode):
+    name = "dot"
+    evidence = "Stubby, DoT only, authentication required (check the frontend log)"
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        assert r is not None
+        listen = free_loopback()
+        conf = workdir / "stubby.yml"
+        conf.write_text(stubby_config(listen, r, ca_file))
+        log = open(workdir / "stubby.log", "ab")
+        p = subprocess.Popen([stubby, "-C", str(conf)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        ds.procs.append(p)
+        _wait_listening(listen, p, "stubby")
+        ds.listen = listen
+        ds.resolv_conf = _resolv(workdir, listen)
+
+
+class DohMode(Mode):
+    name = "doh"
+    evidence = "browser DoH without fallback (Firefox TRR 3 / Chromium secure mode; check the frontend log)"
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        assert r is not None
+        ds.firefox_prefs = firefox_trr_prefs(r)
+        ds.chromium_policy = {
+            "DnsOverHttpsMode": "secure",
+            "DnsOverHttpsTemplates": r.doh_url,
+        }
+        if r.tls_name:
+            # Chromium bootstraps the DoH server's name through the system resolver; pin
+            # it so the only DNS traffic of the load is the DoH exchange itself.
+            ds.chromium_args.append(f"--host-resolver-rules=MAP {r.tls_name} {r.address}")
+
+
+class StubMode(Mode):
+    """Neither browser speaks this transport: dnscamp's stub (stub.py) does, for every
+    transport whose driver runs over QUIC."""
+
+    via_stub = True
+
+    def __init__(self, transport: str) -> None:
+        self.name = transport
+
+    def apply(self, ds: DnsSetup, r: Resolver | None, workdir: Path, *, ca_file: str | None, stubby: str) -> None:
+        assert r is not None
+        from vantage_agent.pageload import stub as stubmod
+
+        listen = free_loopback()
+        ds.stub = stubmod.Stub.start(listen, 53, self.name, r, ca_file=ca_file)
+        ds.listen = listen
+        ds.resolv_conf = _resolv(workdir, listen)
+
+
+MODES: dict[str, Mode] = {m.name: m for m in (SystemMode(), Do53Mode(), DotMode(), DohMode(), StubMode("doq"),
+                                              StubMode("doh3"))}
+TRANSPORTS = tuple(MODES)
 
 
 def firefox_trr_prefs(r: Resolver) -> dict[str, Any]:

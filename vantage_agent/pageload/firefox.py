@@ -38,6 +38,8 @@ from vantage_agent.pageload.dnsmode import DnsSetup
 from vantage_agent.paths import bin_dir
 
 NAME = "firefox"
+# warm_origin: no way to close its connections and keep its session tickets between two loads
+WARM_ORIGIN = False
 
 # Quiet, deterministic Firefox: no background traffic, no first-run pages, exact timers.
 BASE_PREFS: dict[str, Any] = {

@@ -12,6 +12,7 @@ driver is a ``driver_error`` record and the next load starts a fresh one.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -62,9 +63,10 @@ class PageLoadParams(BaseModel):
 
     @model_validator(mode="after")
     def _warm_chromium(self) -> "PageLoadParams":
-        if True in self.warm_origin and "firefox" in self.browsers:
+        if True in self.warm_origin and not all(registry.get(b).WARM_ORIGIN for b in self.browsers):
+            can = ", ".join(json.dumps(b) for b in registry.names() if registry.get(b).WARM_ORIGIN)
             raise ValueError("warm_origin: only Chromium can close its connections and keep its session tickets "
-                             "between two loads (chrome.benchmarking); use browsers = [\"chromium\"]")
+                             f"between two loads (chrome.benchmarking); use browsers = [{can}]")
         if len(set(self.warm_origin)) != len(self.warm_origin):
             raise ValueError("warm_origin: a value twice")
         return self
@@ -134,7 +136,7 @@ def resolver_rtt(mode: dnsmode.DnsMode, count: int) -> dict[str, float | None] |
 def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] | None) -> tuple[bool | None, str]:
     """Resolver-side evidence this harness has by itself (the testbed tests add the
     frontends' logs): the stub saw the page's names and forwarded them over its transport."""
-    if mode.transport in ("doq", "doh3") and stub_stats is not None:
+    if mode.driver.via_stub and stub_stats is not None:
         # Verified = every page name the stub saw was answered by the upstream over the
         # transport. A failed forward (the browser got SERVFAIL and retried) does not mean
         # another transport was used, so it is reported, not a refutation.
@@ -148,13 +150,7 @@ def verify(mode: dnsmode.DnsMode, hosts: list[str], stub_stats: dict[str, Any] |
             return True, f"stub forwarded {n} queries over {mode.transport} ({len(page)} page names answered){tail}"
         missing = sorted(page - answered) or sorted(set(hosts) - seen)
         return False, f"stub saw {n} queries{tail}; page names not answered over {mode.transport}: {missing[:5]}"
-    if mode.transport == "system":
-        return None, "system resolver: no resolver-side evidence in the harness"
-    return None, {
-        "do53": "resolv.conf -> resolver in the browser's mount namespace (check the frontend log)",
-        "dot": "Stubby, DoT only, authentication required (check the frontend log)",
-        "doh": "browser DoH without fallback (Firefox TRR 3 / Chromium secure mode; check the frontend log)",
-    }.get(mode.transport, "")
+    return None, mode.driver.evidence
 
 
 class FrontendLogs:
@@ -200,7 +196,7 @@ class FrontendLogs:
         page = set(hosts)
         seen = {ln[4].rstrip(".").lower() for ln in ours}
         transports = sorted({ln[0] for ln in ours})
-        want = "do53" if mode.transport == "system" else mode.transport
+        want = mode.driver.wire_transport
         if not ours or not (page & seen):
             return None, f"no frontend log line for the page's names from {me}"
         ok = transports == [want]

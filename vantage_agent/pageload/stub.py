@@ -33,6 +33,7 @@ import dns.query
 import dns.quic
 import dns.rcode
 
+from vantage_agent.dns import registry as dns_registry
 from vantage_agent.pageload.dnsmode import Resolver
 from vantage_agent.stats import percentile
 
@@ -94,9 +95,12 @@ class Forwarder:
     """One upstream, one transport, one reused QUIC connection (reconnects when it dies)."""
 
     def __init__(self, transport: str, r: Resolver, ca_file: str | None, timeout_s: float = 5.0):
-        if transport not in ("doq", "doh3"):
-            raise ValueError(f"stub transport must be doq or doh3, not {transport!r}")
+        quic = [t for t in dns_registry.names() if dns_registry.transport(t).quic]
+        if transport not in quic:
+            raise ValueError(f"stub transport must be one over QUIC ({' or '.join(quic)}), not {transport!r}")
         self.transport = transport
+        # DNS over HTTP/3 (RFC 8484 over RFC 9114), else DNS over QUIC (RFC 9250)
+        self.http = dns_registry.transport(transport).http
         self.r = r
         self.timeout_s = timeout_s
         self.verify: Any = ca_file if ca_file else True
@@ -107,7 +111,7 @@ class Forwarder:
 
     def _manager(self) -> Any:
         return dns.quic.SyncQuicManager(
-            verify_mode=self.verify, server_name=self.r.tls_name or self.r.address, h3=(self.transport == "doh3")
+            verify_mode=self.verify, server_name=self.r.tls_name or self.r.address, h3=self.http
         )
 
     def reconnect(self) -> None:
@@ -135,7 +139,7 @@ class Forwarder:
         for attempt in (0, 1):
             conn = self._connection()
             try:
-                if self.transport == "doq":
+                if not self.http:
                     return dns.query.quic(q, self.r.address, timeout=self.timeout_s, port=self.r.port, connection=conn)
                 return dns.query.https(
                     q,
