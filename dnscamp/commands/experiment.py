@@ -3,7 +3,6 @@ docs/experiments.md)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -43,28 +42,20 @@ def run_cmd(
 ) -> None:
     """Run the experiment's campaigns as `dnscamp campaign run` does (testbed, runner, ingest),
     then print its analysis."""
+    from dnscamp import campaign
+    from dnscamp.commands.campaign import _refuse
+    from dnscamp.commands.ingest import ingest_errors
+    from dnscamp.spec import SpecError
+
     mod = _module(name)
-    if os.geteuid() != 0:
-        die("experiments run on the testbed: they need root (network namespaces)")
-    from testbed import topology
-    from vantage_agent.paths import testbed_dir
-
-    was_up = topology.is_up(testbed_dir())
-    runs: dict[str, str] = {}
     try:
-        for stem in mod.SPECS:
-            s = common.run_campaign(common.spec_path(stem, reduced), keep_testbed=True)
-            sys.stderr.write(f"experiment {name}: {s['campaign']} run {s['run']}: {s['records']} records "
-                             f"{s['statuses']}; ingest {s.get('ingest')}\n")
-            runs[s["campaign"]] = s["run"]
-        if hasattr(mod, "run_extra"):
-            runs.update(mod.run_extra(reduced))
-    finally:
-        if not keep_testbed and not was_up and topology.is_up(testbed_dir()):
-            from testbed import lifecycle
-
-            lifecycle.down()
-            sys.stderr.write("testbed: down\n")
+        with ingest_errors():
+            runs = common.run_experiment(name, reduced, keep_testbed=keep_testbed,
+                                         log=lambda m: sys.stderr.write(f"{m}\n"))  # fmt: skip
+    except SpecError as exc:
+        raise _refuse(exc) from None
+    except (ExperimentError, campaign.CampaignError) as exc:
+        die(str(exc))
     with common.connect() as conn:
         typer.echo(mod.analyse(conn, runs))
 

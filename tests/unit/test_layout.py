@@ -182,3 +182,100 @@ def test_agent_runs_with_a_testbed_description_and_no_testbed_package(tmp_path):
         "logs": ["/run/testbed-isp.log", "/run/testbed-public.log"],
         "attempts": [],
     }
+
+
+# --- no import cycles inside dnscamp/ ----------------------------------------------------------
+# An import inside a function counts like one at the top: a cycle hidden in a function body is
+# still two modules that cannot be understood (or moved) one without the other.
+
+
+def _module_files(root: Path, package: str) -> dict[str, Path]:
+    out = {}
+    for f in (root / package).rglob("*.py"):
+        parts = f.relative_to(root).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return out
+
+
+def _imported_modules(name: str, f: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that ``f`` (module ``name``) imports anywhere in its body:
+    ``import a.b``, ``from a import b`` (a.b when it is a module, else a), relative imports and
+    literal ``__import__`` / ``import_module`` names."""
+    package = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+
+    def known(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in modules:
+                return ".".join(parts[:n])
+        return None
+
+    found: set[str | None] = set()
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        if isinstance(node, ast.Import):
+            found.update(known(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, *([node.module] if node.module else [])])
+            for a in node.names:
+                found.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else known(mod))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if fn in ("import_module", "__import__"):
+                found.add(known(node.args[0].value))
+    return {m for m in found if m and m != name}
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """The import cycles among the modules of ``package`` (strongly connected components of its
+    import graph with more than one module), each sorted, in sorted order."""
+    modules = _module_files(root, package)
+    graph = {m: _imported_modules(m, f, modules) for m, f in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan; dnscamp/ is shallow enough for recursion
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_in_dnscamp():
+    cycles = import_cycles(ROOT, "dnscamp")
+    assert not cycles, f"modules of dnscamp/ that import each other (at module level or in functions): {cycles}"
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_body(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import os\n\n\ndef later():\n    from pkg.sub import b\n    return b\n")
+    (pkg / "sub" / "b.py").write_text("from .. import c\n")
+    (pkg / "c.py").write_text("import importlib\nimportlib.import_module('pkg.a')\n")
+    (pkg / "d.py").write_text("from pkg import a, c\n")  # imports the cycle, is not in it
+    assert import_cycles(tmp_path, "pkg") == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    (pkg / "a.py").write_text("import os\n")
+    assert import_cycles(tmp_path, "pkg") == []
