@@ -148,7 +148,6 @@ class CampaignResult:
     ingest: IngestStats | None = None  # None: not ingested
     report: list[dict[str, Any]] | None = None  # the report's sections; None: not gathered
     testbed_removed: int | None = None  # namespaces removed when this run took its testbed down
-    testbed: dict[str, Any] | None = field(default=None, repr=False)  # the description its units ran against
 
     @property
     def quarantined(self) -> int:
@@ -176,11 +175,9 @@ def run(spec: CampaignSpec, options: RunOptions | None = None, *, log: Log = _qu
 
         spool_dir = paths.spool_dir()
     brought_up: list[dict[str, Any]] = []
-    seen: list[dict[str, Any] | None] = []
 
     def testbed_info() -> dict[str, Any] | None:
         d = steps.testbed_up(spec, log)
-        seen.append(d)
         if d and d.get("started_now"):
             brought_up.append(d)
         return d
@@ -192,7 +189,7 @@ def run(spec: CampaignSpec, options: RunOptions | None = None, *, log: Log = _qu
     finally:
         if brought_up and not options.keep_testbed:  # leave the machine as we found it
             removed = steps.testbed_down(log)
-    result = CampaignResult(summary, testbed_removed=removed, testbed=seen[-1] if seen else None)
+    result = CampaignResult(summary, testbed_removed=removed)
     if options.ingest:
         result.ingest = steps.ingest([summary.run_dir])
         if options.report:
