@@ -8,7 +8,7 @@ import sys
 import typer
 
 from dnscamp.errors import die
-from dnscamp.experiments import EXPERIMENTS, ExperimentError, common, get
+from dnscamp.experiments import EXPERIMENTS, Experiment, ExperimentError, common, get
 
 app = typer.Typer(help="Replay the seed papers' experiments on the testbed; the paper's figure beside ours.",
                   no_args_is_help=True)
@@ -17,9 +17,9 @@ REDUCED = typer.Option(False, "--reduced", help="The reduced size (campaigns/exp
                                                 "what the testbed tests run, a few minutes at most.")
 
 
-def _module(name: str):
+def _experiment(name: str) -> Experiment:
     try:
-        return get(name).load()
+        return get(name)
     except ExperimentError as exc:
         die(str(exc))
 
@@ -47,17 +47,17 @@ def run_cmd(
     from dnscamp.commands.ingest import ingest_errors
     from dnscamp.spec import SpecError
 
-    mod = _module(name)
+    experiment = _experiment(name)
     try:
         with ingest_errors():
-            runs = common.run_experiment(name, reduced, keep_testbed=keep_testbed,
+            runs = common.run_experiment(experiment, reduced, keep_testbed=keep_testbed,
                                          log=lambda m: sys.stderr.write(f"{m}\n"))  # fmt: skip
     except SpecError as exc:
         raise _refuse(exc) from None
     except (ExperimentError, campaign.CampaignError) as exc:
         die(str(exc))
     with common.connect() as conn:
-        typer.echo(mod.analyse(conn, runs))
+        typer.echo(experiment.load().analyse(conn, runs))
 
 
 @app.command("report")
@@ -66,7 +66,7 @@ def report_cmd(
     reduced: bool = REDUCED,
 ) -> None:
     """Re-run only the analysis, on the latest stored run of each of the experiment's campaigns."""
-    mod = _module(name)
+    mod = _experiment(name).load()
     with common.connect() as conn:
         if hasattr(mod, "stored_runs"):
             runs = mod.stored_runs(conn, reduced)

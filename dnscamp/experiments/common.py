@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from dnscamp.experiments import Experiment
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "experiments"
 
@@ -19,7 +22,7 @@ def campaign_name(path: Path) -> str:
     return load(path).campaign.name
 
 
-def run_experiment(name: str, reduced: bool, *, keep_testbed: bool = False,
+def run_experiment(experiment: Experiment, reduced: bool, *, keep_testbed: bool = False,
                    log: Callable[[str], None]) -> dict[str, str]:  # fmt: skip
     """Run an experiment's campaigns through the campaign service (dnscamp.campaign: testbed up
     with each spec's profiles, runner, ingest), then its extra runs; returns {campaign: run} of
@@ -29,11 +32,11 @@ def run_experiment(name: str, reduced: bool, *, keep_testbed: bool = False,
     import os
 
     from dnscamp import campaign
-    from dnscamp.experiments import ExperimentError, get
+    from dnscamp.experiments import ExperimentError
     from testbed import topology
     from vantage_agent.paths import testbed_dir
 
-    mod = get(name).load()
+    mod = experiment.load()
     if os.geteuid() != 0:
         raise ExperimentError("experiments run on the testbed: they need root (network namespaces)")
     was_up = topology.is_up(testbed_dir())
@@ -43,7 +46,7 @@ def run_experiment(name: str, reduced: bool, *, keep_testbed: bool = False,
             spec = campaign.load(spec_path(stem, reduced))
             res = campaign.run(spec, campaign.RunOptions(keep_testbed=True, report=False), log=log)
             s = res.summary
-            log(f"experiment {name}: {s.campaign} run {s.run}: {s.records} records {dict(s.statuses)}; "
+            log(f"experiment {experiment.name}: {s.campaign} run {s.run}: {s.records} records {dict(s.statuses)}; "
                 f"ingest {res.ingest.as_json() if res.ingest else None}")
             runs[s.campaign] = s.run
         if hasattr(mod, "run_extra"):

@@ -221,7 +221,7 @@ def test_an_experiment_runs_each_spec_through_the_service_and_takes_its_testbed_
     logs: list[str] = []
     names = [common.campaign_name(common.spec_path(stem, True)) for stem in get("www20").load().SPECS]
     assert names
-    runs = common.run_experiment("www20", True, log=logs.append)
+    runs = common.run_experiment(get("www20"), True, log=logs.append)
     assert runs == {n: "r1" for n in names}
     assert len(seen) == len(names) and all(o.keep_testbed and not o.report and o.ingest for o in seen)
     assert fake.order == ["testbed_up", "run_units", "ingest"] * len(names) + ["testbed_down"]  # down once, at the end
