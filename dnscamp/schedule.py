@@ -1,12 +1,6 @@
-"""``[campaign.schedule]`` of a campaign spec: when scheduled agents fire (issue 14).
-
-    [campaign.schedule]
-    cron = "17 */3 * * *"   # standard 5-field cron (croniter validates it)
-    jitter_s = 300          # each firing sleeps a random 0..jitter_s first (spreads the fleet)
-    max_runtime_s = 3600    # a run still going after this is stopped; its units end as timeout
-
-The model, and what `dnscamp schedule install|list|remove|fire` does with it: the cron.d file
-or crontab block, and one firing (jitter, supervised run, timeouts, ship).
+"""What `dnscamp schedule install|list|remove|fire` does with a spec's ``[campaign.schedule]``
+(its model, ScheduleSpec, lives with the spec in dnscamp.spec): the cron.d file or crontab
+block, and one firing (jitter, the campaign run in a supervised child, timeouts, ship).
 """
 
 from __future__ import annotations
@@ -25,26 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-
-class ScheduleSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cron: str = Field(description="5-field cron expression (minute hour day-of-month month day-of-week).")
-    jitter_s: float = Field(0.0, ge=0, le=86_400, allow_inf_nan=False,
-                            description="Random delay 0..jitter_s before each firing.")
-    max_runtime_s: float = Field(3600.0, gt=0, le=7 * 86_400, allow_inf_nan=False,
-                                 description="A run still going after this is stopped (its units: timeout).")
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, v: str) -> str:
-        v = " ".join(v.split())
-        # cron.d lines are 5 fields; croniter would also take 6 (seconds) or 7 (year)
-        if len(v.split(" ")) != 5 or not croniter.is_valid(v):
-            raise ValueError(f"not a 5-field cron expression: {v!r}")
-        return v
+from dnscamp.spec import ScheduleSpec
 
 
 # --- installing a schedule (dnscamp schedule install|list|remove) ----------------------------
@@ -268,6 +244,37 @@ def mark_timeout(spec, spool_dir: Path, run_id: str, max_runtime_s: float) -> in
     return n
 
 
+# The supervised child of a firing: a fresh interpreter (its own session, so that the stop at
+# max_runtime_s reaches the run's vantage agents too) that runs the campaign service.
+CHILD = "import sys; from dnscamp.schedule import run_child; sys.exit(run_child(*sys.argv[1:]))"
+
+
+def run_child(spec_path: str, run_id: str, spool_dir: str) -> int:
+    """Run (or resume) ``run_id`` of the spec through the campaign service, without ingest or
+    report (the collector ingests what the firing ships); the run summary is one JSON line on
+    stdout, messages go to stderr (the firing logs both). Returns the exit code: 2 for a spec
+    that cannot be used or a campaign that cannot run here."""
+    from dnscamp import campaign
+    from dnscamp.spec import SpecError
+
+    def say(message: str) -> None:
+        sys.stderr.write(f"{message}\n")
+
+    try:
+        result = campaign.run(campaign.load(spec_path),
+                              campaign.RunOptions(run_id=run_id, spool_dir=Path(spool_dir), ingest=False, report=False),
+                              log=say)  # fmt: skip
+    except SpecError as exc:
+        for line in exc.lines:
+            say(f"dnscamp: {line}")
+        return 2
+    except campaign.CampaignError as exc:
+        say(f"dnscamp: {exc}")
+        return 2
+    sys.stdout.write(json.dumps(result.as_json()) + "\n")
+    return 0
+
+
 def _die_with_parent() -> None:
     """preexec of the supervised run: the kernel kills it when the firing dies (even by
     SIGKILL), so a killed firing never leaves a run going on unsupervised."""
@@ -299,8 +306,7 @@ def fire(spec, spec_path: Path, *, home: Path, spool_dir: Path, log: logging.Log
     run_id = resumable or runner.new_run_id()
     log.info("run %s (%s), max_runtime_s %g", run_id, "resuming a run a firing left unfinished" if resumable else "new",
              sched.max_runtime_s)  # fmt: skip
-    argv = [sys.executable, "-m", "dnscamp.cli", "campaign", "run", str(spec_path), "--run", run_id,
-            "--spool", str(spool_dir), "--no-ingest", "--no-report", "--json"]  # fmt: skip
+    argv = [sys.executable, "-c", CHILD, str(spec_path), run_id, str(spool_dir)]
     deadline = time.monotonic() + sched.max_runtime_s
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip

@@ -1,6 +1,7 @@
 """Campaign specs (TOML), validated by pydantic.
 
     [campaign]            name, seed, repetitions, description
+    [campaign.schedule]   cron, jitter_s, max_runtime_s: when scheduled agents fire (dnscamp schedule)
     [[vantages]]          id, provider ("testbed" | "local" | "ec2" ...), region, network_profiles;
                           ec2 vantages also: regions, instance_type, instance_count, ssh_cidr
     [profiles.<name>]     extra access-network profiles for the testbed (same keys as testbed/profiles.toml)
@@ -23,10 +24,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dnscamp import kinds as kind_registry
-from dnscamp.schedule import ScheduleSpec
 
 MAX_SPEC_BYTES = 10 * 2**20  # a spec is a few KiB; anything near this is a mistake or an attack
 MAX_DEPTH = 32  # nesting of tables and arrays; real specs use 3
@@ -41,6 +42,33 @@ class SpecError(Exception):
     def __init__(self, lines: list[str]):
         super().__init__("\n".join(lines))
         self.lines = lines
+
+
+class ScheduleSpec(BaseModel):
+    """``[campaign.schedule]``: when scheduled agents fire (`dnscamp schedule`, dnscamp.schedule).
+
+        [campaign.schedule]
+        cron = "17 */3 * * *"   # standard 5-field cron (croniter validates it)
+        jitter_s = 300          # each firing sleeps a random 0..jitter_s first (spreads the fleet)
+        max_runtime_s = 3600    # a run still going after this is stopped; its units end as timeout
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str = Field(description="5-field cron expression (minute hour day-of-month month day-of-week).")
+    jitter_s: float = Field(0.0, ge=0, le=86_400, allow_inf_nan=False,
+                            description="Random delay 0..jitter_s before each firing.")
+    max_runtime_s: float = Field(3600.0, gt=0, le=7 * 86_400, allow_inf_nan=False,
+                                 description="A run still going after this is stopped (its units: timeout).")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        v = " ".join(v.split())
+        # cron.d lines are 5 fields; croniter would also take 6 (seconds) or 7 (year)
+        if len(v.split(" ")) != 5 or not croniter.is_valid(v):
+            raise ValueError(f"not a 5-field cron expression: {v!r}")
+        return v
 
 
 class CampaignSection(BaseModel):

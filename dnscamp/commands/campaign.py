@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import typer
 
-from dnscamp import planner, report, runner
+from dnscamp import planner, report
 from dnscamp.errors import die
 from dnscamp.spec import SpecError, load
-from vantage_agent import paths
 
 app = typer.Typer(help="Campaign specs: validate, plan, run.", no_args_is_help=True)
 
@@ -79,19 +77,6 @@ def plan_cmd(
             typer.echo(f"{u.order:5d} {u.id} {u.vantage.id}/{u.vantage.network_profile or '-'} {u.kind} {u.target} rep={u.repetition}")
 
 
-def testbed_for(spec) -> dict | None:
-    """Bring the testbed up with the spec's profiles (and ``[testbed]`` backbone) and return its description."""
-    profiles = spec.testbed_profiles()
-    if not profiles:
-        return None
-    if os.geteuid() != 0:
-        die("this campaign has testbed vantages: the testbed needs root (network namespaces)")
-    from testbed import lifecycle
-
-    return lifecycle.ensure_up(profiles, extra_profiles=spec.profiles, log=lambda m: sys.stderr.write(f"testbed: {m}\n"),
-                               backbone_rtt_ms=spec.testbed.backbone_rtt_ms)
-
-
 @app.command("run")
 def run_cmd(
     spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
@@ -112,44 +97,33 @@ def run_cmd(
     its first unit and kept until the run ends; host kinds run in the dnscamp process in
     their turn. The run directory's executed.ndjson has one line per unit as it starts
     (unit id, plan order, start time, where it ran)."""
+    from dnscamp import campaign
+    from dnscamp.commands.ingest import ingest_errors, say_quarantined
+
     s = _load(spec)
-    _plan(s, "run", max_units)  # refuse an oversized plan before any testbed or spool work
-    spool = spool or paths.spool_dir()
-    brought_up: list[dict] = []
-
-    def testbed_info():
-        d = testbed_for(s)
-        if d and d.get("started_now"):
-            brought_up.append(d)
-        return d
-
+    options = campaign.RunOptions(run_id=run_id, spool_dir=spool, ingest=ingest,
+                                  report=show_report and not as_json, keep_testbed=keep_testbed,
+                                  max_units=max_units, show_progress=not as_json)  # fmt: skip
     try:
-        summary = runner.run(
-            s, spool_dir=spool, run_id=run_id, show_progress=not as_json, testbed_info=testbed_info, max_units=max_units
-        )
-    finally:
-        if brought_up and not keep_testbed:  # leave the machine as we found it
-            from testbed import lifecycle
-
-            res = lifecycle.down()
-            sys.stderr.write(f"testbed: down ({len(res['removed'])} namespaces removed)\n")
-    out = summary.as_json()
-    if ingest:
-        from dnscamp.commands.ingest import run_ingest  # migrates; bad lines quarantined; one-line errors
-
-        out["ingest"] = run_ingest([summary.run_dir]).as_json()
+        with ingest_errors():  # migrates; bad lines quarantined; one-line errors
+            result = campaign.run(s, options, log=lambda m: sys.stderr.write(f"{m}\n"))
+    except SpecError as exc:
+        raise _refuse(exc) from None
+    except campaign.CampaignError as exc:
+        die(str(exc))
+    summary = result.summary
+    if result.ingest is not None:
+        say_quarantined(result.ingest)
     if as_json:
-        typer.echo(json.dumps(out))
+        typer.echo(json.dumps(result.as_json()))
     else:
         typer.echo(
             f"run {summary.run} of {summary.campaign}: {summary.units_run} units run, {summary.units_skipped} already done, "
-            f"{summary.records} records {dict(summary.statuses)}" + (f"; ingest {out['ingest']}" if ingest else "")
+            f"{summary.records} records {dict(summary.statuses)}" + (f"; ingest {result.ingest.as_json()}" if ingest else "")
         )
-    if ingest and show_report and not as_json:
-        from db import engine
-
-        report.render(report.gather(engine.database_url("reader"), summary.campaign, summary.run))
-    if ingest and out["ingest"]["quarantined"]:
+    if result.report is not None:
+        report.render(result.report)
+    if result.quarantined:
         raise typer.Exit(3)  # like `dnscamp ingest`: a scheduled run must not hide a quarantined line
 
 

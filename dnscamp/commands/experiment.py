@@ -3,13 +3,12 @@ docs/experiments.md)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
 
 from dnscamp.errors import die
-from dnscamp.experiments import EXPERIMENTS, ExperimentError, common, get
+from dnscamp.experiments import EXPERIMENTS, Experiment, ExperimentError, common, get
 
 app = typer.Typer(help="Replay the seed papers' experiments on the testbed; the paper's figure beside ours.",
                   no_args_is_help=True)
@@ -18,9 +17,9 @@ REDUCED = typer.Option(False, "--reduced", help="The reduced size (campaigns/exp
                                                 "what the testbed tests run, a few minutes at most.")
 
 
-def _module(name: str):
+def _experiment(name: str) -> Experiment:
     try:
-        return get(name).load()
+        return get(name)
     except ExperimentError as exc:
         die(str(exc))
 
@@ -43,30 +42,22 @@ def run_cmd(
 ) -> None:
     """Run the experiment's campaigns as `dnscamp campaign run` does (testbed, runner, ingest),
     then print its analysis."""
-    mod = _module(name)
-    if os.geteuid() != 0:
-        die("experiments run on the testbed: they need root (network namespaces)")
-    from testbed import topology
-    from vantage_agent.paths import testbed_dir
+    from dnscamp import campaign
+    from dnscamp.commands.campaign import _refuse
+    from dnscamp.commands.ingest import ingest_errors
+    from dnscamp.spec import SpecError
 
-    was_up = topology.is_up(testbed_dir())
-    runs: dict[str, str] = {}
+    experiment = _experiment(name)
     try:
-        for stem in mod.SPECS:
-            s = common.run_campaign(common.spec_path(stem, reduced), keep_testbed=True)
-            sys.stderr.write(f"experiment {name}: {s['campaign']} run {s['run']}: {s['records']} records "
-                             f"{s['statuses']}; ingest {s.get('ingest')}\n")
-            runs[s["campaign"]] = s["run"]
-        if hasattr(mod, "run_extra"):
-            runs.update(mod.run_extra(reduced))
-    finally:
-        if not keep_testbed and not was_up and topology.is_up(testbed_dir()):
-            from testbed import lifecycle
-
-            lifecycle.down()
-            sys.stderr.write("testbed: down\n")
+        with ingest_errors():
+            runs = common.run_experiment(experiment, reduced, keep_testbed=keep_testbed,
+                                         log=lambda m: sys.stderr.write(f"{m}\n"))  # fmt: skip
+    except SpecError as exc:
+        raise _refuse(exc) from None
+    except (ExperimentError, campaign.CampaignError) as exc:
+        die(str(exc))
     with common.connect() as conn:
-        typer.echo(mod.analyse(conn, runs))
+        typer.echo(experiment.load().analyse(conn, runs))
 
 
 @app.command("report")
@@ -75,7 +66,7 @@ def report_cmd(
     reduced: bool = REDUCED,
 ) -> None:
     """Re-run only the analysis, on the latest stored run of each of the experiment's campaigns."""
-    mod = _module(name)
+    mod = _experiment(name).load()
     with common.connect() as conn:
         if hasattr(mod, "stored_runs"):
             runs = mod.stored_runs(conn, reduced)

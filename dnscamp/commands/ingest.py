@@ -2,44 +2,50 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import sys
 from pathlib import Path
+from typing import Iterator
 
-import sqlalchemy.exc
 import typer
 
-from collectors.ingest import IngestError, IngestStats, StoreUnavailable, ingest
-from db import engine, migrate
+from collectors.ingest import IngestError, IngestStats, StoreUnavailable
 from dnscamp.errors import die
-from vantage_agent.errors import first_line
 
 MAX_REASONS = 20
 
 
 def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
-    """Migrate, ingest as the writer and print the first reasons on stderr. A path that
-    cannot be ingested ends the command with one line (exit 2); a database that stopped or
-    cannot be reached, with one line naming what to run (exit 1)."""
-    # psycopg logs a warning while it abandons a COPY on a lost connection; our one line says it.
-    logging.getLogger("psycopg").addHandler(logging.NullHandler())
+    """Migrate and ingest as the writer (dnscamp.campaign.ingest), printing the first reasons on
+    stderr. A path that cannot be ingested ends the command with one line (exit 2); a database
+    that stopped or cannot be reached, with one line naming what to run (exit 1)."""
+    from dnscamp import campaign
+
+    with ingest_errors():
+        stats = campaign.ingest(paths, workers)
+    say_quarantined(stats)
+    return stats
+
+
+@contextlib.contextmanager
+def ingest_errors() -> Iterator[None]:
+    """An ingest's errors as one line: exit 1 when the store stopped or cannot be reached
+    (committed batches are kept), exit 2 for a path that cannot be ingested."""
     try:
-        migrate.upgrade(engine.sqlalchemy_url("owner"))
-    except sqlalchemy.exc.OperationalError as exc:
-        die(f"cannot reach the store ({first_line(exc.orig)}): run `dnscamp db up` "
-            "(or check DNSCAMP_DATABASE_URL), then the same ingest again", code=1)  # fmt: skip
-    try:
-        stats = ingest(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
+        yield
     except StoreUnavailable as exc:
         die(str(exc), code=1)
     except IngestError as exc:
         die(str(exc))
+
+
+def say_quarantined(stats: IngestStats) -> None:
+    """The first MAX_REASONS quarantined lines on stderr, one a line."""
     for reason in stats.reasons[:MAX_REASONS]:
         sys.stderr.write(f"quarantined: {reason}\n")
     if len(stats.reasons) > MAX_REASONS:
         sys.stderr.write(f"... and {len(stats.reasons) - MAX_REASONS} more (see the quarantine table)\n")
-    return stats
 
 
 def ingest_command(

@@ -3,9 +3,9 @@
 An experiment is one or more campaign specs under ``campaigns/experiments/`` (a sibling
 ``<stem>-reduced.toml`` is the small version the testbed tests run) plus an analysis that
 reads the store's SQL views and prints its table with the paper's figure beside ours.
-``dnscamp experiment run NAME`` runs the specs through `dnscamp campaign run`'s own code
-(dnscamp.commands.campaign.run_cmd) and then the analysis; ``report NAME`` re-runs only the
-analysis on the latest stored run of each of its campaigns.
+``dnscamp experiment run NAME`` runs the specs through the campaign service (dnscamp.campaign,
+as `dnscamp campaign run` does; common.run_experiment) and then the analysis; ``report NAME``
+re-runs only the analysis on the latest stored run of each of its campaigns.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""What every experiment shares: its spec files, running them as `dnscamp campaign run` does,
-finding the stored runs, and printing a table."""
+"""What every experiment shares: its spec files, running them through the campaign service
+(dnscamp.campaign), finding the stored runs, and printing a table."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from dnscamp.experiments import Experiment
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "experiments"
 
@@ -22,24 +22,39 @@ def campaign_name(path: Path) -> str:
     return load(path).campaign.name
 
 
-def run_campaign(path: Path, *, keep_testbed: bool = False) -> dict[str, Any]:
-    """Run one spec through `dnscamp campaign run` itself (testbed up/down, runner, ingest) and
-    return its JSON summary (campaign, run, statuses, ingest)."""
-    import typer
+def run_experiment(experiment: Experiment, reduced: bool, *, keep_testbed: bool = False,
+                   log: Callable[[str], None]) -> dict[str, str]:  # fmt: skip
+    """Run an experiment's campaigns through the campaign service (dnscamp.campaign: testbed up
+    with each spec's profiles, runner, ingest), then its extra runs; returns {campaign: run} of
+    what it stored. The testbed stays up from one campaign to the next; at the end it is taken
+    down unless it was up before or ``keep_testbed``. A quarantined line does not stop it (the
+    summary's ingest counts it)."""
+    import os
 
-    from dnscamp import planner
-    from dnscamp.commands.campaign import run_cmd
+    from dnscamp import campaign
+    from dnscamp.experiments import ExperimentError
+    from testbed import topology
+    from vantage_agent.paths import testbed_dir
 
-    out = io.StringIO()
+    mod = experiment.load()
+    if os.geteuid() != 0:
+        raise ExperimentError("experiments run on the testbed: they need root (network namespaces)")
+    was_up = topology.is_up(testbed_dir())
+    runs: dict[str, str] = {}
     try:
-        with contextlib.redirect_stdout(out):
-            run_cmd(spec=path, run_id=None, spool=None, ingest=True, show_report=False, as_json=True,
-                    keep_testbed=keep_testbed, max_units=planner.MAX_UNITS)
-    except typer.Exit as exc:  # exit 3: a line was quarantined; the summary was printed before
-        if exc.exit_code != 3:
-            raise
-    lines = [x for x in out.getvalue().splitlines() if x.startswith("{")]
-    return json.loads(lines[-1])
+        for stem in mod.SPECS:
+            spec = campaign.load(spec_path(stem, reduced))
+            res = campaign.run(spec, campaign.RunOptions(keep_testbed=True, report=False), log=log)
+            s = res.summary
+            log(f"experiment {experiment.name}: {s.campaign} run {s.run}: {s.records} records {dict(s.statuses)}; "
+                f"ingest {res.ingest.as_json() if res.ingest else None}")
+            runs[s.campaign] = s.run
+        if hasattr(mod, "run_extra"):
+            runs.update(mod.run_extra(reduced))
+    finally:
+        if not keep_testbed and not was_up and topology.is_up(testbed_dir()):
+            campaign.testbed_down(log)
+    return runs
 
 
 def latest_run(conn, campaign: str) -> str | None:

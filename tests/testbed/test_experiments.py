@@ -1,7 +1,8 @@
 """The seed papers' experiments at their reduced size, end to end on the testbed (issue 17):
-`dnscamp experiment run NAME --reduced` runs the campaigns through `dnscamp campaign run`'s
-code, ingests into a fresh store, prints the table with the paper's figures, and `report`
-prints the same analysis again from the stored records. Each test stays under 3 minutes."""
+`dnscamp experiment run NAME --reduced` runs the campaigns through the campaign service
+(dnscamp.campaign, as `dnscamp campaign run` does), ingests into a fresh store, prints the
+table with the paper's figures, and `report` prints the same analysis again from the stored
+records. Each test stays under 3 minutes."""
 
 from __future__ import annotations
 

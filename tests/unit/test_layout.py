@@ -290,3 +290,212 @@ def test_vantage_agent_imports_nothing_of_the_project_outside_itself():
     found = imports_of("vantage_agent") + dynamic_imports_of("vantage_agent")
     bad = sorted({(f, m) for f, m in found if _top(m) in others})
     assert not bad, f"vantage_agent/ imports other folders of the project: {bad}"
+
+
+# --- no import cycles inside dnscamp/ ----------------------------------------------------------
+# An import inside a function counts like one at the top: a cycle hidden in a function body is
+# still two modules that cannot be understood (or moved) one without the other.
+
+
+def _module_files(root: Path, package: str) -> dict[str, Path]:
+    out = {}
+    for f in (root / package).rglob("*.py"):
+        parts = f.relative_to(root).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return out
+
+
+def _imported_modules(name: str, f: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that ``f`` (module ``name``) imports anywhere in its body:
+    ``import a.b``, ``from a import b`` (a.b when it is a module, else a), relative imports and
+    literal ``__import__`` / ``import_module`` names."""
+    package = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+
+    def known(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in modules:
+                return ".".join(parts[:n])
+        return None
+
+    found: set[str | None] = set()
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        if isinstance(node, ast.Import):
+            found.update(known(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, *([node.module] if node.module else [])])
+            for a in node.names:
+                found.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else known(mod))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if fn in ("import_module", "__import__"):
+                found.add(known(node.args[0].value))
+    return {m for m in found if m and m != name}
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """The import cycles among the modules of ``package`` (strongly connected components of its
+    import graph with more than one module), each sorted, in sorted order."""
+    modules = _module_files(root, package)
+    graph = {m: _imported_modules(m, f, modules) for m, f in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan; dnscamp/ is shallow enough for recursion
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_in_dnscamp():
+    cycles = import_cycles(ROOT, "dnscamp")
+    assert not cycles, f"modules of dnscamp/ that import each other (at module level or in functions): {cycles}"
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_body(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import os\n\n\ndef later():\n    from pkg.sub import b\n    return b\n")
+    (pkg / "sub" / "b.py").write_text("from .. import c\n")
+    (pkg / "c.py").write_text("import importlib\nimportlib.import_module('pkg.a')\n")
+    (pkg / "d.py").write_text("from pkg import a, c\n")  # imports the cycle, is not in it
+    assert import_cycles(tmp_path, "pkg") == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    (pkg / "a.py").write_text("import os\n")
+    assert import_cycles(tmp_path, "pkg") == []
+
+
+# --- Typer command functions are called by Typer only ------------------------------------------
+# A command function is the CLI's face (options, echo, exit codes); Python that needs what it
+# does calls the service beneath it (dnscamp.campaign, dnscamp.experiments, ...), never the
+# command: outside dnscamp/commands/ and dnscamp/cli.py no module names one (tests run commands
+# through Typer's CliRunner or a subprocess).
+TYPER_DECORATORS = ("command", "callback")
+
+
+def _literal_import(node: ast.AST) -> str | None:
+    """``__import__("a.b", ...)`` / ``import_module("a.b")``: the module name."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if fn in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+            return node.args[0].value
+    return None
+
+
+def command_functions(root: Path, commands: str = "dnscamp.commands", cli: str = "dnscamp.cli") -> set[tuple[str, str]]:
+    """(module, function) of every Typer command: functions decorated ``@app.command(...)`` /
+    ``@app.callback(...)`` in the commands package, and those that the CLI module registers
+    with ``app.command("name")(module.function)``."""
+    out: set[tuple[str, str]] = set()
+    for name, f in _module_files(root, commands.replace(".", "/")).items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for d in node.decorator_list:
+                    call = d.func if isinstance(d, ast.Call) else d
+                    if isinstance(call, ast.Attribute) and call.attr in TYPER_DECORATORS:
+                        out.add((name, node.name))
+    cli_file = root / (cli.replace(".", "/") + ".py")
+    aliases: dict[str, str] = {}  # local name -> module, for `from dnscamp.commands import x`
+    tree = ast.parse(cli_file.read_text(), str(cli_file))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        # app.command("name")(<module>.<function>)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
+                and isinstance(node.func.func, ast.Attribute) and node.func.func.attr in TYPER_DECORATORS \
+                and node.args and isinstance(node.args[0], ast.Attribute):
+            target = node.args[0]
+            module = _literal_import(target.value) or (aliases.get(target.value.id) if isinstance(target.value, ast.Name) else None)
+            if module and module.startswith(commands + "."):
+                out.add((module, target.attr))
+    return out
+
+
+def command_function_uses(f: Path, commands: set[tuple[str, str]]) -> list[str]:
+    """Where ``f`` names one of ``commands``: imported by name, or as an attribute of an
+    imported commands module (``campaign.run_cmd``, ``dnscamp.commands.campaign.run_cmd``)."""
+    modules = {m for m, _ in commands}
+    found = []
+    tree = ast.parse(f.read_text(), str(f))
+    local_modules: dict[str, str] = {}  # local name -> commands module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if (node.module, a.name) in commands:
+                    found.append(f"line {node.lineno}: from {node.module} import {a.name}")
+                elif f"{node.module}.{a.name}" in modules:
+                    local_modules[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in modules and a.asname:  # without one, the dotted name itself is used
+                    local_modules[a.asname] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            owner = ast.unparse(node.value)
+            module = local_modules.get(owner) or (owner if owner in modules else None) or _literal_import(node.value)
+            if module and (module, node.attr) in commands:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_calls_a_typer_command_function():
+    commands = command_functions(ROOT)
+    assert ("dnscamp.commands.campaign", "run_cmd") in commands and ("dnscamp.commands.dns", "dns_command") in commands
+    bad = {}
+    for folder in (*PRODUCT, "dashboards", "infra", "bench", "tests"):  # tests drive commands through Typer
+        for name, f in _module_files(ROOT, folder).items():
+            if name == "dnscamp.cli" or name == "dnscamp.commands" or name.startswith("dnscamp.commands."):
+                continue
+            if uses := command_function_uses(f, commands):
+                bad[str(f.relative_to(ROOT))] = uses
+    assert not bad, f"Typer command functions called from outside dnscamp/commands and dnscamp/cli.py: {bad}"
+
+
+def test_the_command_check_finds_a_command_called_from_python(tmp_path):
+    (tmp_path / "app" / "commands").mkdir(parents=True)
+    for init in ("app/__init__.py", "app/commands/__init__.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "app" / "commands" / "run.py").write_text(
+        "import typer\napp = typer.Typer()\n\n\n@app.command('go')\ndef go_cmd(n: int = 1):\n    pass\n\n\n"
+        "def helper():\n    pass\n\n\ndef plain_command():\n    pass\n")
+    (tmp_path / "app" / "cli.py").write_text(
+        "import typer\nfrom app.commands import run\napp = typer.Typer()\napp.add_typer(run.app)\n"
+        "app.command('plain')(__import__('app.commands.run', fromlist=['x']).plain_command)\n")
+    commands = command_functions(tmp_path, "app.commands", "app.cli")
+    assert commands == {("app.commands.run", "go_cmd"), ("app.commands.run", "plain_command")}
+    user = tmp_path / "app" / "user.py"
+    for text, n in [
+        ("def f():\n    from app.commands.run import go_cmd\n    go_cmd(n=2)\n", 1),
+        ("from app.commands import run\nrun.plain_command()\n", 1),
+        ("import app.commands.run\napp.commands.run.go_cmd()\n", 1),
+        ("import app.commands.run as r\nprint(r.go_cmd)\n", 1),
+        ("from app.commands.run import helper\nfrom app.commands import run\nrun.helper()\n", 0),
+    ]:
+        user.write_text(text)
+        assert len(command_function_uses(user, commands)) == n, text

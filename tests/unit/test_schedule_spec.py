@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dnscamp import spec
-from dnscamp.schedule import ScheduleSpec
+from dnscamp.spec import ScheduleSpec
 
 pytestmark = pytest.mark.unit
 

@@ -111,13 +111,13 @@ def test_ensure_up_reuses_or_rebuilds_by_backbone(monkeypatch, up, island, asked
 
 
 def test_campaign_run_hands_the_key_to_the_testbed(monkeypatch):
-    from dnscamp.commands import campaign
+    from dnscamp import campaign
     from testbed import lifecycle
 
     seen = {}
-    monkeypatch.setattr(campaign.os, "geteuid", lambda: 0)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
     monkeypatch.setattr(lifecycle, "ensure_up", lambda profiles, **kw: seen.update(kw, profiles=profiles) or {"up": True})
-    campaign.testbed_for(loads(SPEC + "[testbed]\nbackbone_rtt_ms = 0\n"))
+    campaign.testbed_up(loads(SPEC + "[testbed]\nbackbone_rtt_ms = 0\n"))
     assert seen["profiles"] == ["fiber"] and seen["backbone_rtt_ms"] == 0.0
-    campaign.testbed_for(loads(SPEC))
+    campaign.testbed_up(loads(SPEC))
     assert seen["backbone_rtt_ms"] is None
