@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dashboards
-from collectors import ingest as ingest_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from dashboards.expand import expand, resolve
 from db import migrate
@@ -90,7 +90,7 @@ def panels(url: str, time_range, selected=None) -> dict[tuple[str, str], tuple[l
 
 
 def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):  # noqa: F811
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
     gen.load(campaign, fresh_db, workers=1)
     sizes = check(fresh_db)
     assert sizes["names"] > 300 and sizes["page_urls"] > 300 and sizes["page_url_hist"] > 500
@@ -126,10 +126,10 @@ def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaig
 def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, monkeypatch):
     """Postgres refuses one row of a batch: the batch is stored again row by row; the names
     rollup counts each stored record once (the first attempt's rows are gone with its rollback)."""
-    import collectors.ingest as ci
+    import collectors.parse as cp
 
     good = (V1 / "dns_query.jsonl").read_text().splitlines()[:4]
-    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
     assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
