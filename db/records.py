@@ -3,7 +3,7 @@ round trip): ``iter_records`` yields each one as a JSON-ready dict, envelope + `
 ``body`` reassembled from however the store keeps them (docs/store.md "Records").
 
 JSON-equal means: every key and value the agent wrote, with the same JSON types (an integer
-stays an integer, ``10.0`` stays a float), so that `collectors.ingest.content_hash` of the
+stays an integer, ``10.0`` stays a float), so that `collectors.parse.content_hash` of the
 record given back equals the ``content_sha256`` ingest stored. Two things are given back in
 their canonical form, as the envelope model defines them: ``started_at`` is the same instant
 in UTC (``...Z``, microseconds shown when not zero, as the agents write it), and optional
