@@ -244,10 +244,11 @@ def add_rollups(cur: psycopg.Cursor, p: Parsed, idx: list[int], ctx_ids: dict[by
 
 
 # The rollup tables ingest updates (migration 0020_compact_rollups lets the writer VACUUM them):
-# vacuumed every few batches (collectors.ingest.VACUUM_EVERY), so that the space of the row versions the batches left
-# dead is reused by the next batches instead of growing the tables. Autovacuum does the same
-# over the weeks a campaign's records take to come in, but looks once a minute: a backlog of a
-# month ingested in minutes left dns_conn_daily at 4-7x its live rows (docs/store.md "Footprint").
+# vacuumed every few batches (collectors.ingest.VACUUM_EVERY), so that the space of the row
+# versions the batches left dead is reused by the next batches instead of growing the tables.
+# Autovacuum does the same over the weeks a campaign's records take to come in, but looks once
+# a minute: a backlog of a month ingested in minutes left dns_conn_daily at 4-7x its live rows
+# (docs/store.md "Footprint").
 # VACUUM skips a table it may not vacuum (PostgreSQL before 17) with a warning.
 ROLLUP_TABLES = ("dns_hourly", "result_counts", "dns_hourly_status", "dns_conn_daily", "page_load_daily",
                  "ingest_daily", "unit_daily", "dns_name_daily", "page_load_url_daily")  # fmt: skip

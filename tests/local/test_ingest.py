@@ -150,7 +150,7 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
 
 
 def _forge_timestamp(record, bad_line: int):
-    """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 2 of the
+    """Wrap collectors.parse._record: on ``bad_line``, started_at (binary COPY field 2 of the
     item's kind-table row, after the id) becomes -2**62 µs (before 4713 BC), which
     timestamptz's binary input refuses."""
     import dataclasses

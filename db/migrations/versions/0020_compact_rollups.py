@@ -13,8 +13,9 @@ figure depended on whether an autovacuum happened to run: 76 MiB with one). Here
   (``autovacuum_vacuum_scale_factor = 0``), without cost-based sleeps (they are small);
 - the writer may VACUUM them (``MAINTAIN``, PostgreSQL 17 and later; on an older external
   server a writer's VACUUM is skipped with a warning), so that ingest vacuums them every
-  few batches (collectors/ingest.py, db/writer/rollups.py), as autovacuum would over the weeks the records took
-  to come in. Measured at 1 M records: dns_conn_daily 28 MiB instead of 76-124 MiB.
+  few batches (collectors/ingest.py, db/writer/rollups.py), as autovacuum would over the
+  weeks the records took to come in. Measured at 1 M records: dns_conn_daily 28 MiB instead
+  of 76-124 MiB.
 
 Fillfactor 50 (room on each page for the new version: HOT updates, pages pruned by the next
 batch, no VACUUM needed) was measured too and left out: a batch updates every row of its day,
