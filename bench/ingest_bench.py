@@ -227,14 +227,15 @@ def floors(path: Path, limit: int = 50_000) -> dict:
     strict parse that gives the body's exact JSON values, the scans for integers beyond 64 bits
     and NUL, the sorted body dump and the content hash, the shape's dump, the record id as text)
     and the hand-off of a chunk to a parser process and of its parsed columns back (pickle),
-    beside the whole parse of today (`collectors.ingest._parse_lines`)."""
+    beside the whole parse of today (`collectors.parse.parse_lines`)."""
     import gc
     import hashlib
     import pickle
 
     import orjson
 
-    from collectors import ingest as ing
+    from collectors import parse as ing
+    from collectors.read import Chunk
     from vantage_agent.records import _record_adapter
 
     lines = [ln for ln in path.read_bytes().split(b"\n")[:limit] if ln]
@@ -275,11 +276,11 @@ def floors(path: Path, limit: int = 50_000) -> dict:
     del objs, recs, hashed, shapes
     gc.collect()
     t = time.process_time()
-    parsed = ing._parse_lines("floors", enumerate(lines, 1))  # (without the cyclic GC, as in a parser process)
+    parsed = ing.parse_lines("floors", enumerate(lines, 1))  # (without the cyclic GC, as in a parser process)
     parse = round((time.process_time() - t) / len(lines) * 1e6, 2)
     block = b"\n".join(lines) + b"\n"
     t = time.process_time()
-    for obj in (ing.Chunk("floors", 1, block), parsed):
+    for obj in (Chunk("floors", 1, block), parsed):
         pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
     handoff = round((time.process_time() - t) / len(lines) * 1e6, 2)
     out = {"records": len(lines), "library_calls_us": libs, "library_calls_sum_us": round(sum(libs.values()), 2),

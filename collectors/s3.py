@@ -29,6 +29,9 @@ from urllib.parse import urlparse
 import psycopg
 
 from collectors import ingest as ing
+from collectors.parse import parse_chunk
+from collectors.read import file_chunks
+from vantage_agent import errors
 
 SUFFIXES = (".jsonl.gz", ".jsonl")  # status/<vantage>.json and anything else are not records
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
@@ -78,8 +81,8 @@ def s3_client(endpoint_url: str | None = None):
 def ingest_file(conn: psycopg.Connection, path: Path, source: str) -> ing.IngestStats:
     """collectors/ingest.py's batches for one file, recorded under ``source`` (the object's URI)."""
     stats = ing.IngestStats()
-    for chunk in ing._file_chunks(path, source):
-        ing._store(conn, chunk, ing._parse_chunk(chunk), stats)
+    for chunk in file_chunks(path, source):
+        ing._store(conn, chunk, parse_chunk(chunk), stats)
     return stats
 
 
@@ -143,12 +146,12 @@ def collect(uri: str, url: str, *, client=None, endpoint_url: str | None = None,
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:
-            raise ing.IngestError(f"the store refused the collect: {ing.errors.first_line(exc)}") from None
+            raise ing.IngestError(f"the store refused the collect: {errors.first_line(exc)}") from None
         except Exception as exc:
             from botocore.exceptions import BotoCoreError, ClientError
 
             if isinstance(exc, (BotoCoreError, ClientError)):
-                raise CollectError(f"{uri}: {type(exc).__name__}: {ing.errors.first_line(exc)}") from None
+                raise CollectError(f"{uri}: {type(exc).__name__}: {errors.first_line(exc)}") from None
             raise
     return stats
 

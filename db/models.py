@@ -21,7 +21,7 @@ class Base(DeclarativeBase):
 # A record is a result_ids row (what dedup probes) and a row of its kind's table, partitioned by
 # month of started_at: dns_queries (typed per-query columns + a shared dns_shapes row) or
 # generic_results (the body as jsonb). Repeated values are dimension rows keyed by the sha256
-# of their canonical JSON (collectors.ingest.split). The view ``results`` gives the records as
+# of their canonical JSON (db/writer/store.py). The view ``results`` gives the records as
 # the old table had them; db/records.py gives them back exactly.
 
 
@@ -116,7 +116,7 @@ class ResultId(Base):
     __tablename__ = "result_ids"
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    # the first 16 bytes of the sha256 of the record's canonical JSON (collectors.ingest.content_hash,
+    # the first 16 bytes of the sha256 of the record's canonical JSON (collectors.parse.content_hash,
     # migration 0021): a different record under a stored id is an id_conflict, the same one a duplicate.
     content_sha256: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
     batch_id: Mapped[int] = mapped_column(sa.Integer, nullable=False)

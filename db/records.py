@@ -3,7 +3,7 @@ round trip): ``iter_records`` yields each one as a JSON-ready dict, envelope + `
 ``body`` reassembled from however the store keeps them (docs/store.md "Records").
 
 JSON-equal means: every key and value the agent wrote, with the same JSON types (an integer
-stays an integer, ``10.0`` stays a float), so that `collectors.ingest.content_hash` of the
+stays an integer, ``10.0`` stays a float), so that `collectors.parse.content_hash` of the
 record given back equals the ``content_sha256`` ingest stored. Two things are given back in
 their canonical form, as the envelope model defines them: ``started_at`` is the same instant
 in UTC (``...Z``, microseconds shown when not zero, as the agents write it), and optional
@@ -23,6 +23,8 @@ from typing import Any, Iterator
 import orjson
 import psycopg
 
+from db.writer.encode import DNS_INT4, DNS_INT8
+
 ORDER = "started_at, id"
 FETCH = 5000  # rows per round trip of the server-side cursor
 
@@ -37,10 +39,6 @@ def iso_utc(t: datetime) -> str:
 # The compact store (migration 0012, docs/store.md): a record is a dns_queries row (typed
 # per-query integers + its dns_shapes row's JSON) or a generic_results row (the body), with
 # its contexts and environments rows. Read one month partition at a time, each sorted.
-DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response", "handshake_bytes_sent",
-            "handshake_bytes_received", "query_bytes_sent", "query_bytes_received")  # fmt: skip
-DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
-            "query_packets_sent", "query_packets_received")  # fmt: skip
 _TYPED = (*DNS_INT8, *DNS_INT4)
 _NULLS = ", ".join(["NULL"] * len(_TYPED))
 _MONTH_SQL = f"""

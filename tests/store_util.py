@@ -14,3 +14,46 @@ def empty_store(conn: psycopg.Connection) -> None:
         "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition "
         "AND c.relname <> 'alembic_version'")]  # fmt: skip
     conn.execute("TRUNCATE " + ", ".join(tables))
+
+
+# The ingest code of the commit before the writer moved to db/writer/: the last whose Store
+# wrote to stores at older revisions (0013's dns_hourly before 0022, generic_results before
+# 0026's shape_id). Today's ingest writes the head's tables only; a test of an upgrade over
+# records an older dnscamp ingested runs that code (git archive) in a subprocess.
+OLD_INGEST = "03a899d"
+_OLD_INGEST_RUN = """
+import sys
+from pathlib import Path
+import collectors.ingest as I
+assert I.__file__.startswith(sys.argv[1]), I.__file__
+st = I.ingest([Path(p) for p in sys.argv[3:]], sys.argv[2], workers=1)
+print(st.ingested)
+"""
+
+
+def ingest_with_old_code(paths, url: str, dest, rev: str = OLD_INGEST) -> int:
+    """Ingest ``paths`` into ``url`` with the ingest code of commit ``rev`` (checked out under
+    ``dest``): the number of records ingested."""
+    import io
+    import subprocess
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    import pytest
+
+    root = Path(__file__).resolve().parents[1]
+    dest = Path(dest)
+    if not (dest / "collectors").exists():
+        try:
+            tar = subprocess.run(["git", "-C", str(root), "archive", rev, "collectors", "vantage_agent"],
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        except (OSError, subprocess.CalledProcessError) as exc:
+            pytest.fail(f"needs git and commit {rev} of this repository to run the old ingest ({exc})")
+        with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+            t.extractall(dest, filter="data")
+    r = subprocess.run([sys.executable, "-c", _OLD_INGEST_RUN, str(dest), url, *map(str, paths)], cwd=dest,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(dest), "PATH": "/usr/bin:/bin"},
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    return int(r.stdout.strip().splitlines()[-1])

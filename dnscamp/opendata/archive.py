@@ -347,7 +347,8 @@ def restore(src: str, url: str, *, owner_url: str | None = None, workers: int | 
     collectors.ingest at ``url`` (the writer) and the Atlas measurements, discovery and raw
     results with atlas.store / collectors.atlas_ingest at ``owner_url`` (Atlas tables are the
     owner's). Returns (records' IngestStats, Atlas stats or None)."""
-    from collectors.ingest import canonical_json, ingest
+    from collectors.ingest import ingest
+    from db.writer.encode import canonical_json
 
     fs, root, manifest = verify(src)
     scratch = Path(tempfile.mkdtemp(prefix="dnscamp-restore-"))

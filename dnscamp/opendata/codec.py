@@ -90,7 +90,7 @@ _DIGITS = str.maketrans("123456789", "000000000")
 
 def loads(text: str) -> Any:
     """JSON text back; a run of 19+ digits is read by the stdlib, whose integers are exact
-    (orjson reads an integer beyond 64 bits as a float), as collectors/ingest.py does."""
+    (orjson reads an integer beyond 64 bits as a float), as collectors/parse.py does."""
     if "0" * 19 in text.translate(_DIGITS):
         return json.loads(text)
     return orjson.loads(text)

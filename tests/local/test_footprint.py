@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from collectors import ingest as ingest_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from db import engine, migrate
 
@@ -87,8 +88,8 @@ def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db
     dns_conn_daily within 1.5x its packed live rows; the same ingest without it (autovacuum off
     for the table, as when it has not come round yet) leaves it several times larger."""
     records = _dense_campaign(tmp_path / "records")
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 64 << 10)  # ~28 batches
-    monkeypatch.setattr(ingest_mod, "VACUUM_EVERY", 10**9, raising=False)  # the writer's VACUUM below only
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # ~28 batches
+    monkeypatch.setattr(ingest_mod, "VACUUM_EVERY", 10**9)  # the writer's VACUUM below only
     with psycopg.connect(db_url, autocommit=True) as c:  # a second store for the run without vacuum
         name = f"{psycopg.conninfo.conninfo_to_dict(fresh_db)['dbname']}_novac"
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]}"')
@@ -119,11 +120,9 @@ def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.mark.skipif(not hasattr(ingest_mod, "VACUUM_EVERY"),
-                    reason="collectors/ingest.py does not vacuum the rollups yet (/work/notes/footprint-ingest.patch)")
 def test_ingest_vacuums_the_rollups_every_few_batches(fresh_db, tmp_path, monkeypatch):
     records = _dense_campaign(tmp_path / "records")
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 64 << 10)
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)
     monkeypatch.setattr(ingest_mod, "VACUUM_EVERY", 2)
     st = ingest([records], _writer(fresh_db), workers=1)
     assert st.ingested == 4000

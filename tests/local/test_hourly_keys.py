@@ -20,9 +20,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from collectors import ingest as ingest_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from db import migrate
+from db.writer import rollups
+from tests.store_util import ingest_with_old_code
 
 pytestmark = pytest.mark.local
 BEFORE = importlib.import_module("db.migrations.versions.0022_hourly_keys").down_revision  # the revision before 0022
@@ -97,7 +99,7 @@ def _sa(url: str) -> str:
 
 
 def test_hourly_views_equal_the_records_through_every_write_path(fresh_db, records, monkeypatch):
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 64 << 10)  # many batches: a key's hour in several
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # many batches: a key's hour in several
     st = ingest([records], fresh_db, workers=1)
     assert st.ingested > 4000
     sizes = check(fresh_db)
@@ -169,12 +171,12 @@ def test_the_upgrade_moves_the_rows_unchanged_and_the_downgrade_moves_them_back(
         assert c.execute("SELECT count(*) FROM dns_hourly").fetchone()[0] == len(at_head["hourly"])
     assert _views(fresh_db) == at_head
     check(fresh_db)
-    # records written before 0022 (ingest's upsert of 0013's layout; the results view's trigger of
-    # 0013), then the upgrade
+    # records written before 0022 (an older dnscamp's ingest, its upsert of 0013's layout; the
+    # results view's trigger of 0013), then the upgrade
     (records.parent / "old").mkdir()
     recs = gen.dns_queries(300, np.random.default_rng(13), "hourly", gen.END, vantages=gen.VANTAGES[:4], days=1)
     (records.parent / "old" / "old.jsonl").write_bytes(b"".join(gen.orjson.dumps(r) + b"\n" for r in recs))
-    assert ingest([records.parent / "old"], fresh_db, workers=1).ingested == 300
+    assert ingest_with_old_code([records.parent / "old"], fresh_db, records.parent / "code") == 300
     with psycopg.connect(fresh_db) as c:
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
                   "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
@@ -208,12 +210,12 @@ def test_two_ingests_adding_the_same_new_key_at_once_share_it(fresh_db):
 
     def add(c) -> None:  # the first row as a parser's sum, the others as per-record rows
         c.execute("SELECT dnscamp_rollup_temp()")
-        c.execute(ingest_mod._SUM_TABLES)
+        c.execute(rollups.SUM_TABLES)
         c.execute("INSERT INTO dnscamp_hourly_sum (hour, campaign, vantage_id, network_profile, resolver, transport, "
                   "bucket, n, failures) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, 0)", rows[0][:6] + rows[0][7:])  # fmt: skip
         c.cursor().executemany("INSERT INTO dnscamp_dns_in (hour, campaign, vantage_id, network_profile, resolver, "
                                "transport, status, bucket) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows[1:])  # fmt: skip
-        c.execute(ingest_mod._HOURLY_UPSERT)
+        c.execute(rollups.HOURLY_UPSERT)
 
     with psycopg.connect(fresh_db) as a, psycopg.connect(fresh_db) as b:
         add(a)  # not committed yet

@@ -150,7 +150,7 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
 
 
 def _forge_timestamp(record, bad_line: int):
-    """Wrap collectors.ingest._record: on ``bad_line``, started_at (binary COPY field 2 of the
+    """Wrap collectors.parse._record: on ``bad_line``, started_at (binary COPY field 2 of the
     item's kind-table row, after the id) becomes -2**62 µs (before 4713 BC), which
     timestamptz's binary input refuses."""
     import dataclasses
@@ -171,10 +171,10 @@ def _forge_timestamp(record, bad_line: int):
 def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, monkeypatch):
     """A value that passes every check of ours but that Postgres refuses (here: a timestamp
     beyond timestamptz's range, forced into the binary row) costs only its own line."""
-    import collectors.ingest as ci
+    import collectors.parse as cp
 
     good = (V1 / "ping.jsonl").read_text().splitlines()
-    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good[:3]) + "\n")
     stats = ingest([f], fresh_db, workers=1)
@@ -187,10 +187,10 @@ def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, mon
 def test_rollups_count_a_batch_stored_row_by_row_once(fresh_db, tmp_path, monkeypatch):
     """A batch Postgres refuses one row of is stored again row by row: the rollups count each
     stored dns_query record once (the first attempt's rollup rows are gone with its rollback)."""
-    import collectors.ingest as ci
+    import collectors.parse as cp
 
     good = (V1 / "dns_query.jsonl").read_text().splitlines()[:4]
-    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
     stats = ingest([f], fresh_db, workers=1)

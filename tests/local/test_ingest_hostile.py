@@ -17,7 +17,7 @@ import psutil
 import psycopg
 import pytest
 
-import collectors.ingest as ci
+import collectors.read as cr
 from collectors.ingest import CountMismatch, ingest
 
 pytestmark = pytest.mark.local
@@ -91,7 +91,7 @@ def test_bad_lines_and_files_are_quarantined_never_a_crash(fresh_db, tmp_path):
     data = gzip.compress(("\n".join(many) + "\n").encode())
     (d / "e_cut.jsonl.gz").write_bytes(data[: len(data) // 2])
     with open(d / "f_long.jsonl", "wb") as f:  # over MAX_LINE_BYTES: skipped in pieces
-        f.write(g[17].encode() + b"\n" + b'{"x": "' + b"y" * (ci.MAX_LINE_BYTES + 1000) + b'"}\n' + g[18].encode() + b"\n")
+        f.write(g[17].encode() + b"\n" + b'{"x": "' + b"y" * (cr.MAX_LINE_BYTES + 1000) + b'"}\n' + g[18].encode() + b"\n")
     _write(d / "z.jsonl", [g[19]])
 
     r = subprocess.run([*CLI, "ingest", "--json", str(d)], capture_output=True, text=True, env=cli_env(fresh_db))

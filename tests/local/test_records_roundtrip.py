@@ -11,8 +11,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collectors.ingest import PG_EPOCH, _US, canonical_json, content_hash, ingest
+from collectors.ingest import ingest
+from collectors.parse import content_hash
 from db.records import iso_utc, iter_records
+from db.writer.encode import PG_EPOCH, US, canonical_json
 from vantage_agent.records import parse_line
 
 pytestmark = pytest.mark.local
@@ -21,9 +23,9 @@ FILES = sorted((FIXTURES / "results").rglob("*.jsonl")) + sorted((FIXTURES / "de
 
 
 def record_hash(rec: dict) -> bytes:
-    """collectors.ingest.content_hash of a record given back (what ingest computed from its line)."""
+    """collectors.parse.content_hash of a record given back (what ingest computed from its line)."""
     v = rec["vantage"]
-    started = (datetime.fromisoformat(rec["started_at"]) - PG_EPOCH) // _US
+    started = (datetime.fromisoformat(rec["started_at"]) - PG_EPOCH) // US
     envelope = [rec["id"], rec["schema"], rec["kind"], rec["campaign"], rec["run"], rec["unit"], v["id"],
                 v["provider"], v["region"], v["network_profile"], started, rec["status"], rec["error"]]  # fmt: skip
     return content_hash(envelope, canonical_json(rec["env"]), canonical_json(rec["body"]))

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.ingest import HIST_GAMMA, HIST_MIN_MS, hist_bucket, ingest
+from collectors.ingest import ingest
+from db.writer.encode import HIST_GAMMA, HIST_MIN_MS, hist_bucket
 
 pytestmark = pytest.mark.local
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import ingest as ingest_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from db.migrations import views as frozen
 
@@ -146,13 +146,13 @@ def ingest_generated_in_batches(directory: Path, n: int, seed: int, batch: int, 
         recs = [gen.orjson.dumps(r) for r in fn(k, rng, "hyp", gen.END)]
         for i in range(split):
             (directory / f"{kind}{i}.jsonl").write_bytes(b"".join(r + b"\n" for r in recs[i::split]))
-    old = ingest_mod.BATCH_BYTES
+    old = read_mod.BATCH_BYTES
     with scratch_db() as url:
         try:
-            ingest_mod.BATCH_BYTES = batch
+            read_mod.BATCH_BYTES = batch
             assert ingest([directory], url, workers=1).ingested == n * 6
         finally:
-            ingest_mod.BATCH_BYTES = old
+            read_mod.BATCH_BYTES = old
         check(url)
 
 
@@ -170,7 +170,7 @@ def campaign(tmp_path):
 
 
 def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
     gen.load(campaign, fresh_db, workers=1)
     sizes = check(fresh_db)
     assert sizes["conn"] > 100 and sizes["conn_hist"] > 2000 and sizes["page_load"] > 100 and sizes["status"] > 30

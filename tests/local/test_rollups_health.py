@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import ingest as ingest_mod
+from collectors import parse as parse_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from db import migrate
 from db.migrations import views as frozen
@@ -93,7 +94,7 @@ def campaign(tmp_path):
 
 
 def test_health_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch):
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 64 << 10)  # many batches: a run's records in several
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # many batches: a run's records in several
     gen.load(campaign, fresh_db, workers=1)
     sizes = check(fresh_db)
     assert sizes["ingest_daily"] > 200 and sizes["units"] > 500 and sizes["credits"] >= 4
@@ -150,7 +151,7 @@ def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, m
     """Postgres refuses one row of a batch (a started_at beyond timestamptz, forced into the
     binary row): the batch is stored again row by row, each stored record counted once."""
     good = (RESULTS / "v1" / "dns_query.jsonl").read_text().splitlines()[:4]
-    monkeypatch.setattr(ingest_mod, "_record", _forge_timestamp(ingest_mod._record, bad_line=2))
+    monkeypatch.setattr(parse_mod, "_record", _forge_timestamp(parse_mod._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
     assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dashboards
-from collectors import ingest as ingest_mod
+from collectors import read as read_mod
 from collectors.ingest import ingest
 from dashboards.expand import expand, resolve
 from db import migrate
@@ -27,6 +27,7 @@ from tests.local.test_dashboards_sql import BUILT, reader_url
 from tests.local.test_ingest import V1, _forge_timestamp
 from tests.local.test_rollups_daily import (  # noqa: F401 (campaign: a fixture)
     campaign, copy_through_results_view, gen, ingest_generated_in_batches, ingest_mixed_batches, scratch_db)
+from tests.store_util import ingest_with_old_code
 
 pytestmark = pytest.mark.local
 PL_KEY = "day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, url"
@@ -90,7 +91,7 @@ def panels(url: str, time_range, selected=None) -> dict[tuple[str, str], tuple[l
 
 
 def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):  # noqa: F811
-    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
+    monkeypatch.setattr(read_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
     gen.load(campaign, fresh_db, workers=1)
     sizes = check(fresh_db)
     assert sizes["names"] > 300 and sizes["page_urls"] > 300 and sizes["page_url_hist"] > 500
@@ -126,10 +127,10 @@ def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaig
 def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, monkeypatch):
     """Postgres refuses one row of a batch: the batch is stored again row by row; the names
     rollup counts each stored record once (the first attempt's rows are gone with its rollback)."""
-    import collectors.ingest as ci
+    import collectors.parse as cp
 
     good = (V1 / "dns_query.jsonl").read_text().splitlines()[:4]
-    monkeypatch.setattr(ci, "_record", _forge_timestamp(ci._record, bad_line=2))
+    monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
     assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
@@ -155,13 +156,14 @@ def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):  # 
 
 
 def test_the_upgrade_fills_the_rollups_from_what_is_stored(fresh_db, campaign):  # noqa: F811
-    """Down to 0018 (the tables go), records stored then (0017's functions), up again: the
-    backfill gives what ingest would have."""
+    """Down to 0018 (the tables go), records stored then (by an older dnscamp's ingest, 0017's
+    functions), up again: the backfill gives what ingest would have."""
     sa_url = fresh_db.replace("postgresql://", "postgresql+psycopg://", 1)
     migrate.downgrade(sa_url, "0018_health_rollups")
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT to_regclass('dns_name_daily')").fetchone()[0] is None
-    gen.load(campaign, fresh_db, workers=1)
+    assert ingest_with_old_code([campaign / "records"], fresh_db, campaign.parent / "code") > 1000
+    gen.load(campaign, fresh_db, records=False)  # the Atlas part
     with psycopg.connect(fresh_db) as c:  # a record stored whole (the generic branch) too
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
                   "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "

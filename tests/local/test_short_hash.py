@@ -16,14 +16,17 @@ import orjson
 import psycopg
 import pytest
 
-import collectors.ingest as ci
+import collectors.parse as cp
 from collectors.ingest import ingest
 from db import migrate
+from db.writer.batch import Dims
+from tests.store_util import ingest_with_old_code
 
 pytestmark = pytest.mark.local
 ROOT = Path(__file__).resolve().parents[2]
 V1 = ROOT / "tests" / "fixtures" / "results" / "v1"
 REV, PREVIOUS = "0021_short_content_hash", "0020_compact_rollups"
+BEFORE_SHORT_HASH = "c019b7e"  # the last commit whose ingest stored the whole sha256 (a store at 0020)
 
 
 def _sa(url: str) -> str:
@@ -49,8 +52,8 @@ def _old_content_hash(envelope: list, env_json: bytes, body_json: bytes) -> byte
 def _full_sha256(rec: dict, monkeypatch) -> bytes:
     """The 32-byte sha256 the code before 0021 stored for ``rec``."""
     with monkeypatch.context() as m:
-        m.setattr(ci, "content_hash", _old_content_hash)
-        return ci._record(json.dumps(rec).encode(), 1, ci.Dims()).digest
+        m.setattr(cp, "content_hash", _old_content_hash)
+        return cp._record(json.dumps(rec).encode(), 1, Dims()).digest
 
 
 def _hashes(url: str) -> dict[str, bytes | None]:
@@ -72,17 +75,15 @@ def test_stored_hashes_are_the_first_16_bytes_of_the_sha256(fresh_db, tmp_path, 
 
 
 def test_records_stored_before_the_upgrade_stay_duplicates_and_conflicts(fresh_db, tmp_path, monkeypatch):
-    """Records ingested at 0020 with full sha256 hashes (content_hash as before 0021, parsed
-    in this process) -> upgrade: every hash is cut to its first 16
+    """Records ingested at 0020 with full sha256 hashes (by the ingest code of 0020's time)
+    -> upgrade: every hash is cut to its first 16
     bytes, result_ids shrinks by ~16 bytes a row (the rewrite, not dead rows), a re-ingest is
     all duplicates and a changed record under a stored id an id_conflict."""
     n = 3000
     recs = _records(n)
     old = _write(tmp_path / "old.jsonl", recs)
     migrate.downgrade(_sa(fresh_db), PREVIOUS)
-    with monkeypatch.context() as m:
-        m.setattr(ci, "content_hash", _old_content_hash)
-        assert ingest([old], fresh_db, workers=1).ingested == n
+    assert ingest_with_old_code([old], fresh_db, tmp_path / "code", rev=BEFORE_SHORT_HASH) == n
     before = _hashes(fresh_db)
     assert before == {r["id"]: _full_sha256(r, monkeypatch) for r in recs} and len(before[recs[0]["id"]]) == 32
     total0, heap0 = _sizes(fresh_db)

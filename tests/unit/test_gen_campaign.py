@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from atlas import parse
-from collectors import ingest
+from collectors import read
+from collectors.parse import parse_chunk
 from vantage_agent import errors
 
 pytestmark = pytest.mark.unit
@@ -40,8 +41,8 @@ def _records(out: Path) -> list[dict]:
 
 def test_ingest_accepts_every_generated_record(campaign):
     for f in sorted((campaign / "records").glob("*.jsonl")):
-        chunk = ingest.Chunk(str(f), 1, f.read_bytes())
-        parsed = ingest._parse_chunk(chunk)  # what an ingest worker runs on each batch
+        chunk = read.Chunk(str(f), 1, f.read_bytes())
+        parsed = parse_chunk(chunk)  # what an ingest worker runs on each batch
         assert parsed.bad == [], parsed.bad[:3]
         assert len(parsed.rows) == chunk.block.count(b"\n") and len(set(parsed.ids)) == len(parsed.ids)
 

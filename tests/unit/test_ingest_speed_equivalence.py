@@ -20,7 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from collectors import ingest
+from collectors import parse, read
+from db.writer import encode
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +95,7 @@ def _short_hash(chunk: dict) -> dict:
     Everything else must stay byte for byte."""
     def reg(r: bytes) -> bytes:
         n = int.from_bytes(r[20:24], "big", signed=True)
-        return r if n != 32 else r[:20] + ingest._LEN16 + r[24:40] + r[56:]
+        return r if n != 32 else r[:20] + encode.LEN16 + r[24:40] + r[56:]
 
     return {**chunk, "hashes": [h if h is None else h[:16] for h in chunk["hashes"]],
             "regs": [reg(r) for r in chunk["regs"]]}
@@ -102,14 +103,14 @@ def _short_hash(chunk: dict) -> dict:
 
 def _shaped_misfits(got: dict, want: dict) -> None:
     """The one intended change since OLD (migration 0026_shaped_misfits): a dns_query stored
-    whole has a shape too, `ingest.dns_shape` of its body (the old code gave it none). Checked
+    whole has a shape too, `parse.dns_shape` of its body (the old code gave it none). Checked
     here, then written into the old output, so that everything else compares byte for byte."""
     for i, (g, w) in enumerate(zip(got["shapes"], want["shapes"])):
         if g != w:
-            assert w is None and got["tables"][i] == ingest.GENERIC and g in got["dims"]["shapes"], i
+            assert w is None and got["tables"][i] == encode.GENERIC and g in got["dims"]["shapes"], i
             want["shapes"][i] = g
     extra = {k: v for k, v in got["dims"]["shapes"].items() if k not in want["dims"]["shapes"]}
-    assert set(extra) <= {got["shapes"][i] for i, t in enumerate(got["tables"]) if t == ingest.GENERIC}
+    assert set(extra) <= {got["shapes"][i] for i, t in enumerate(got["tables"]) if t == encode.GENERIC}
     want["dims"] = {**want["dims"], "shapes": {**want["dims"]["shapes"], **extra}}
 
 
@@ -128,7 +129,7 @@ def test_new_parser_stores_what_the_old_one_stored(tmp_path):
     records = 0
     for f in files:
         got = [{**{k: getattr(p, k) for k in FIELDS}, "dims": vars(p.dims)}
-               for p in map(ingest._parse_chunk, ingest._chunks([Path(f)]))]  # fmt: skip
+               for p in map(parse.parse_chunk, read.chunks([Path(f)]))]  # fmt: skip
         assert len(got) == len(want[f]), f
         for g, w in zip(got, want[f]):
             _shaped_misfits(g, w)
@@ -136,30 +137,30 @@ def test_new_parser_stores_what_the_old_one_stored(tmp_path):
                 assert g[k] == w[k], (f, k)
             records += len(g["ids"])
     assert records > 3000
-    edge = ingest._parse_chunk(next(ingest._chunks([tmp_path / "edge.jsonl"])))
+    edge = parse.parse_chunk(next(read.chunks([tmp_path / "edge.jsonl"])))
     assert len(set(edge.envs)) == 6  # seed 1 / 1.0 / true / 0.0 / -0.0 / 2**70: six environments
-    assert edge.tables.count(ingest.GENERIC) == 2  # the body without `sequence`, twice
+    assert edge.tables.count(encode.GENERIC) == 2  # the body without `sequence`, twice
     # ... with the shape of the typed record it was made from (0026_shaped_misfits)
-    generic = [i for i, t in enumerate(edge.tables) if t == ingest.GENERIC]
+    generic = [i for i, t in enumerate(edge.tables) if t == encode.GENERIC]
     assert {edge.shapes[i] for i in generic} == {edge.shapes[0]} and edge.shapes[0] is not None
 
 
 def test_canonical_is_keyed_by_the_json_not_python_equality():
-    ingest._CANONICAL.clear()
+    parse._CANONICAL.clear()
     values = [{"a": 1}, {"a": 1.0}, {"a": True}, {"a": 0.0}, {"a": -0.0}, {"b": 1, "a": 2}, {"a": 2, "b": 1}]
-    got = [ingest._canonical(v) for v in values]
-    assert [j for _, j in got] == [ingest.canonical_json(v) for v in values]
-    assert [s for s, _ in got] == [ingest.sha(ingest.canonical_json(v)) for v in values]
+    got = [parse._canonical(v) for v in values]
+    assert [j for _, j in got] == [encode.canonical_json(v) for v in values]
+    assert [s for s, _ in got] == [parse.sha(encode.canonical_json(v)) for v in values]
     assert len({s for s, _ in got}) == 6  # key order is the one thing that does not count
     big = {"a": 2**70}  # orjson cannot write it: the stdlib's exact text, not cached
-    assert ingest._canonical(big) == (ingest.sha(b'{"a":1180591620717411303424}'), b'{"a":1180591620717411303424}')
+    assert parse._canonical(big) == (parse.sha(b'{"a":1180591620717411303424}'), b'{"a":1180591620717411303424}')
 
 
 def test_dns_split_refuses_what_does_not_fit_the_typed_columns():
     body = json.loads((ROOT / "tests/fixtures/results/v1/dns_query.jsonl").read_text().splitlines()[0])["body"]
-    assert ingest.dns_split(body) is not None
+    assert encode.dns_split(body) is not None
     for key, value in (("t_start", 1.0), ("t_start", True), ("t_start", "5"), ("t_start", 2**63),
                        ("sequence", 2**31), ("sequence", -(2**31) - 1), ("response_size", [1])):  # fmt: skip
-        assert ingest.dns_split(dict(body, **{key: value})) is None, (key, value)
-    assert ingest.dns_split({k: v for k, v in body.items() if k != "answers"}) is None
-    assert ingest.dns_split(dict(body, t_start=2**63 - 1, sequence=-(2**31))) is not None  # the ranges' ends fit
+        assert encode.dns_split(dict(body, **{key: value})) is None, (key, value)
+    assert encode.dns_split({k: v for k, v in body.items() if k != "answers"}) is None
+    assert encode.dns_split(dict(body, t_start=2**63 - 1, sequence=-(2**31))) is not None  # the ranges' ends fit

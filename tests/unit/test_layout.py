@@ -499,3 +499,107 @@ def test_the_command_check_finds_a_command_called_from_python(tmp_path):
     ]:
         user.write_text(text)
         assert len(command_function_uses(user, commands)) == n, text
+
+
+# --- db/ owns the store: no arrow from db/ up to collectors/, migrations run frozen code --------
+# A migration upgrades through its revision as it was written: it imports the stdlib, its
+# libraries and db/migrations/ (the frozen view SQL and db/migrations/frozen/), never live code
+# (which changes with later revisions) and never another migration by importlib.
+MIGRATIONS = ROOT / "db" / "migrations" / "versions"
+PROJECT = ("vantage_agent", "dnscamp", "db", "collectors", "atlas", "testbed", "dashboards", "infra", "tests", "bench")
+MIGRATION_MAY_IMPORT = ("db.migrations.views", "db.migrations.frozen")
+
+
+def module_references(f: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``f``: module level or inside functions, ``import x``
+    and ``from x import y`` (also ``from x import module``: x.y), and importlib / __import__ /
+    find_spec / spec_from_file_location calls with a literal name or path."""
+    out = []
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module))
+            out.extend((node.lineno, f"{node.module}.{a.name}") for a in node.names)
+        elif isinstance(node, ast.Call) and node.args:
+            fn = _callee(node)
+            arg = node.args[-1] if fn == "spec_from_file_location" else node.args[0]  # a file path / a name
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                continue
+            if fn in DYNAMIC_IMPORTS:
+                out.append((node.lineno, arg.value))
+            elif fn == "spec_from_file_location":
+                out.append((node.lineno, arg.value.removesuffix(".py").replace("/", ".")))
+    return out
+
+
+def _callee(node: ast.Call) -> str:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+
+
+def db_imports_collectors(f: Path) -> list[tuple[int, str]]:
+    return [(n, m) for n, m in module_references(f) if _top(m) == "collectors"]
+
+
+def migration_violations(f: Path) -> list[tuple[int, str]]:
+    """What a migration file may not import: project code outside db/migrations/'s frozen
+    modules, and any migration (``db.migrations.versions...``, by import or importlib)."""
+    bad = []
+    for n, m in module_references(f):
+        if "migrations.versions" in m or "migrations/versions" in m:
+            bad.append((n, m))
+        elif _top(m) in PROJECT and not any(m == ok or m.startswith(ok + ".") for ok in MIGRATION_MAY_IMPORT):
+            bad.append((n, m))
+    return bad
+
+
+def test_db_never_imports_collectors():
+    bad = {str(f.relative_to(ROOT)): v for f in (ROOT / "db").rglob("*.py") if (v := db_imports_collectors(f))}
+    assert not bad, f"db/ imports collectors/ (the writer takes a parsed batch as plain data): {bad}"
+
+
+def test_migrations_import_only_frozen_code():
+    bad = {f.name: v for f in sorted(MIGRATIONS.glob("*.py")) if (v := migration_violations(f))}
+    assert not bad, f"migrations importing live code or another migration (freeze it in db/migrations/frozen/): {bad}"
+
+
+def test_frozen_modules_import_no_live_code():
+    """What a migration imports is frozen too: db/migrations/frozen/ imports only frozen code."""
+    bad = {f.name: v for f in sorted((ROOT / "db" / "migrations" / "frozen").glob("*.py")) if (v := migration_violations(f))}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("line", [
+    "from collectors.ingest import x",
+    "import collectors.ingest",
+    "def f():\n    from collectors import ingest\n",
+    "import importlib\nm = importlib.import_module('collectors.parse')",
+    "m = __import__('collectors')",
+])  # fmt: skip
+def test_the_db_check_catches_a_planted_import(tmp_path, line):
+    f = tmp_path / "planted.py"
+    f.write_text(line + "\n")
+    assert db_imports_collectors(f), line
+    (tmp_path / "clean.py").write_text("import psycopg\nfrom db.writer import encode\n")
+    assert db_imports_collectors(tmp_path / "clean.py") == []
+
+
+@pytest.mark.parametrize("line", [
+    "from collectors.ingest import split",
+    "def _backfill(conn):\n    from collectors.ingest import content_hash\n",
+    "from db.records import loads",
+    "from db.writer.encode import canonical_json",
+    "import importlib\n_0017 = importlib.import_module('db.migrations.versions.0017_dashboard_rollups')",
+    "import importlib.util\ns = importlib.util.spec_from_file_location('m', 'db/migrations/versions/0012_compact_store.py')",
+    "from db.migrations.versions import x",
+])  # fmt: skip
+def test_the_migration_check_catches_a_planted_import(tmp_path, line):
+    f = tmp_path / "0099_planted.py"
+    f.write_text(line + "\n")
+    assert migration_violations(f), line
+    (tmp_path / "0100_clean.py").write_text(
+        "import json\nimport sqlalchemy as sa\nfrom alembic import op\nimport orjson\n"
+        "from db.migrations.views import create_view\nfrom db.migrations.frozen.m0012 import RESULTS_VIEW_SQL\n"
+        "from db.migrations.frozen import m0017 as _0017\n"
+    )  # fmt: skip
+    assert migration_violations(tmp_path / "0100_clean.py") == []

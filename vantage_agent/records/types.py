@@ -14,7 +14,7 @@ would make a view or a reader fail (docs/records.md "Value rules"):
 Free-form objects (``env``, a page's navigation timing, ...) are JSON values checked by the
 ingest, which parses every line again as strict RFC 8259 JSON: NaN / Infinity there and a NUL
 character anywhere (PostgreSQL text and jsonb cannot hold U+0000) are quarantined by
-collectors/ingest.py. A recursive pydantic JSON-value type or a NUL pattern on every text
+collectors/parse.py. A recursive pydantic JSON-value type or a NUL pattern on every text
 field would do it here at a quarter (resp. a tenth) of the validation throughput.
 """
 

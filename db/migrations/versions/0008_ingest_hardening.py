@@ -1,5 +1,5 @@
 """Ingest hardening (issue 11): ``results.content_sha256`` (sha256 of the record's canonical
-JSON, collectors.ingest.content_hash) so that a different record under a stored id is told
+JSON, as ingest computes it) so that a different record under a stored id is told
 apart from a duplicate (``id_conflict``); the writer may update and delete quarantine rows
 (a line's row is refreshed when its reason changes and deleted when the line later ingests).
 
@@ -9,7 +9,8 @@ after this column (a downgrade from 0009 re-creates it at this revision), and th
 drops it while it drops the column.
 
 Rows stored before this revision get their hash computed here from the stored columns (the
-hash is defined on the record as stored, so it is the same as ingest computes).
+hash is defined on the record as stored, so it is the same as ingest computes; the code is
+frozen in db/migrations/frozen/m0008.py).
 
 Revision ID: 0008_ingest_hardening
 Revises: 0007_strict_records
@@ -18,6 +19,7 @@ Revises: 0007_strict_records
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.frozen.m0008 import canonical_json, content_hash, stored_envelope
 from db.migrations.views import create_view
 
 revision = "0008_ingest_hardening"
@@ -30,8 +32,6 @@ _ENVELOPE = "id, schema, kind, campaign, run, unit, vantage_id, provider, region
 
 
 def _backfill(conn, batch: int = 5000) -> None:
-    from collectors.ingest import canonical_json, content_hash, stored_envelope
-
     last = None
     while True:
         rows = conn.execute(

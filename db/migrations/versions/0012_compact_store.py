@@ -16,9 +16,9 @@ dns_queries and generic_results are partitioned by started_at (one partition per
 created on demand by ``dnscamp_ensure_partitions``, which the writer may call). ``results``
 stays as a view of the records (env and body as jsonb, as before; exact records: db/records.py)
 whose INSERT and DELETE are carried to the tables by triggers. The views keep their names,
-columns and meanings (frozen SQL of this revision). Stored rows are moved by the same code
-as ingest uses (collectors.ingest.split), keeping their content hash, file, line and ingest
-time; the downgrade puts them back into one ``results`` table.
+columns and meanings (frozen SQL of this revision). Stored rows are moved as ingest split a
+record at this revision (db/migrations/frozen/m0012.py), keeping their content hash, file,
+line and ingest time; the downgrade puts them back into one ``results`` table.
 
 Revision ID: 0012_compact_store
 Revises: 0011_dashboard_views
@@ -26,12 +26,9 @@ Revises: 0011_dashboard_views
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
-
-import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.frozen.m0012 import DNS_INT4, DNS_INT8, RESULTS_VIEW_SQL, move_rows
 from db.migrations.views import create_view, drop_view
 
 revision = "0012_compact_store"
@@ -63,11 +60,6 @@ def _shape_expr(name: str, typ: str) -> str:
         return f"(body::jsonb ->> '{name}')"
     return f"JSON_VALUE(body::jsonb, '$.{name}' RETURNING {typ.rstrip('!')})"  # text!: JSON_VALUE's text
 
-
-DNS_INT8 = ("t_start", "t_connected", "t_tls_done", "t_query_sent", "t_response", "handshake_bytes_sent",
-            "handshake_bytes_received", "query_bytes_sent", "query_bytes_received")  # fmt: skip
-DNS_INT4 = ("sequence", "response_size", "handshake_packets_sent", "handshake_packets_received",
-            "query_packets_sent", "query_packets_received")  # fmt: skip
 
 TABLES_SQL = f"""
 CREATE TABLE contexts (
@@ -138,98 +130,7 @@ END $$;
 REVOKE ALL ON FUNCTION dnscamp_ensure_partitions(timestamptz) FROM PUBLIC;
 """
 
-# results: the records as before (env and body as jsonb; a dns_query body is its shape plus
-# its typed columns), for readers of the old table. INSERT stores the row whole in
-# generic_results (its dimension rows keyed by the sha256 of their jsonb text); DELETE removes
-# the record.
-RESULTS_VIEW_SQL = f"""
-CREATE VIEW results AS
-SELECT x.id, c.schema, c.kind, c.campaign, c.run, x.unit, c.vantage_id, c.provider, c.region, c.network_profile,
-       x.started_at, x.status, x.error, e.envb AS env, x.body, b.source_file, i.source_line, b.ingested_at,
-       i.content_sha256
-FROM (SELECT q.id, q.ctx_id, q.env_id, q.batch_id, q.started_at, q.unit, q.status, q.error,
-             s.body::jsonb || jsonb_build_object({", ".join(f"'{c}', q.{c}" for c in (*DNS_INT8, *DNS_INT4))},
-                                                 'answers', q.answers::jsonb) AS body
-      FROM dns_queries q JOIN dns_shapes s ON s.id = q.shape_id
-      UNION ALL
-      SELECT id, ctx_id, env_id, batch_id, started_at, unit, status, error, body FROM generic_results) x
-JOIN contexts c ON c.id = x.ctx_id
-JOIN environments e ON e.id = x.env_id
-JOIN ingest_batches b ON b.id = x.batch_id
-JOIN result_ids i ON i.id = x.id;
-
-CREATE FUNCTION dnscamp_results_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    ctx_sha bytea := sha256(convert_to(jsonb_build_array(NEW.schema, NEW.kind, NEW.campaign, NEW.run,
-        NEW.vantage_id, NEW.provider, NEW.region, NEW.network_profile)::text, 'UTF8'));
-    env_sha bytea := sha256(convert_to(NEW.env::text, 'UTF8'));
-    ctx int; env int; batch int;
-BEGIN
-    PERFORM dnscamp_ensure_partitions(NEW.started_at);
-    INSERT INTO contexts (sha256, schema, kind, campaign, run, vantage_id, provider, region, network_profile)
-    VALUES (ctx_sha, NEW.schema, NEW.kind, NEW.campaign, NEW.run, NEW.vantage_id, NEW.provider, NEW.region,
-            NEW.network_profile) ON CONFLICT (sha256) DO NOTHING;
-    SELECT id INTO ctx FROM contexts WHERE sha256 = ctx_sha;
-    INSERT INTO environments (sha256, env) VALUES (env_sha, NEW.env::json) ON CONFLICT (sha256) DO NOTHING;
-    SELECT id INTO env FROM environments WHERE sha256 = env_sha;
-    INSERT INTO ingest_batches (source_file, ingested_at) VALUES (NEW.source_file, COALESCE(NEW.ingested_at, now()))
-    RETURNING id INTO batch;
-    INSERT INTO result_ids (id, content_sha256, batch_id, source_line)
-    VALUES (NEW.id, NEW.content_sha256, batch, NEW.source_line);
-    INSERT INTO generic_results (started_at, id, ctx_id, env_id, batch_id, unit, kind, status, error, body)
-    VALUES (NEW.started_at, NEW.id, ctx, env, batch, NEW.unit, NEW.kind, NEW.status, NEW.error, NEW.body);
-    RETURN NEW;
-END $$;
-CREATE FUNCTION dnscamp_results_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM dns_queries WHERE id = OLD.id AND started_at = OLD.started_at;
-    DELETE FROM generic_results WHERE id = OLD.id AND started_at = OLD.started_at;
-    DELETE FROM result_ids WHERE id = OLD.id;
-    RETURN OLD;
-END $$;
-CREATE TRIGGER results_insert INSTEAD OF INSERT ON results FOR EACH ROW EXECUTE FUNCTION dnscamp_results_insert();
-CREATE TRIGGER results_delete INSTEAD OF DELETE ON results FOR EACH ROW EXECUTE FUNCTION dnscamp_results_delete();
-"""
-
 NEW_TABLES = ("result_ids", "dns_queries", "generic_results", "dns_shapes", "environments", "contexts", "ingest_batches")
-
-
-def _move_rows(conn, batch: int = 5000) -> None:
-    """Every row of the old table into the new ones, by collectors.ingest.split (what ingest
-    does after validating a line): the stored values as they are, with their content hash,
-    file, line and ingest time."""
-    from collectors.ingest import PG_EPOCH, _US, Dims, Parsed, Store, canonical_json, split
-
-    pg = conn.connection.driver_connection
-    store = Store(pg, rollups=False)  # 0013 makes the rollups from what is stored
-    batches = {}
-    for bid, source, at in conn.execute(sa.text(
-        "INSERT INTO ingest_batches (source_file, ingested_at) SELECT DISTINCT source_file, ingested_at "
-        "FROM results_0011 RETURNING id, source_file, ingested_at"
-    )):  # fmt: skip
-        batches[(source, at)] = bid
-    last = None
-    while True:
-        rows = conn.execute(sa.text(
-            f"SELECT {ENVELOPE}, env::text, body::text, content_sha256, source_file, source_line, ingested_at "
-            "FROM results_0011 WHERE CAST(:last AS uuid) IS NULL OR id > CAST(:last AS uuid) ORDER BY id LIMIT :n"
-        ), {"last": last, "n": batch}).all()  # fmt: skip
-        if not rows:
-            return
-        p = Parsed(dims=Dims())
-        by_batch = defaultdict(list)
-        for r in rows:
-            envelope = [str(r[0]), *r[1:10], (r[10] - PG_EPOCH) // _US, *r[11:13]]
-            env, body = json.loads(r[13]), json.loads(r[14])  # json: exact integers
-            it = split(r[0], envelope, canonical_json(env), body, canonical_json(body),
-                       None if r[15] is None else bytes(r[15]), r[17], p.dims)
-            by_batch[batches[(r[16], r[18])]].append(len(p.ids))
-            p.add(it)
-        store.prepare(p)
-        with pg.cursor() as cur:
-            for bid, idx in by_batch.items():
-                store.copy(cur, p, idx, bid)
-        last = str(rows[-1][0])
 
 
 def upgrade() -> None:
@@ -240,7 +141,7 @@ def upgrade() -> None:
     op.execute(PARTITIONS_SQL)
     op.execute(f"GRANT EXECUTE ON FUNCTION dnscamp_ensure_partitions(timestamptz) TO {WRITER}")
     op.execute(f"GRANT SELECT, INSERT ON {', '.join(NEW_TABLES)} TO {WRITER}")
-    _move_rows(op.get_bind())
+    move_rows(op.get_bind())
     op.execute("DROP TABLE results_0011")
     op.execute(RESULTS_VIEW_SQL)
     op.execute(f"GRANT SELECT, INSERT ON results TO {WRITER}")

@@ -20,8 +20,8 @@ docs/store.md "Rollups", docs/dashboards.md "Campaign health"), maintained by ev
   measurement's role, one-off factor and charged flag stay joined at read time from
   atlas_measurements, so a measurement registered after its results still prices right.
 
-How they are kept: ingest sums each batch's new records in Python (collectors/ingest.py
-``_add_rollups``: groups per context and day, the lag buckets against the batch's ingested_at)
+How they are kept: ingest sums each batch's new records in Python (db/writer/rollups.py
+``add_rollups``: groups per context and day, the lag buckets against the batch's ingested_at)
 and upserts the sums; the ``results`` view's INSTEAD OF triggers ``results_tally_health_insert``
 (after results_insert: the row's context and batch exist) and ``results_count_health_delete``
 (before results_delete: the record is still there) add or subtract the row (a key left with no

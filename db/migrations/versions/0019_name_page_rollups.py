@@ -35,10 +35,9 @@ Revision ID: 0019_name_page_rollups
 Revises: 0018_health_rollups
 """
 
-import importlib
-
 from alembic import op
 
+from db.migrations.frozen import m0017 as _0017
 from db.migrations.views import create_view, drop_view, restore_view
 
 revision = "0019_name_page_rollups"
@@ -50,7 +49,6 @@ WRITER = "dnscamp_writer"
 NEW_VIEWS = ("v_dns_name_daily", "v_page_load_url_daily_hist")
 REPLACED_VIEWS = ("v_dns_conn_daily_hist",)  # same columns
 TABLES = ("dns_name_keys", "dns_name_daily", "page_load_url_keys", "page_load_url_daily")
-_0017 = importlib.import_module("db.migrations.versions.0017_dashboard_rollups")
 
 TABLES_SQL = """
 CREATE TABLE dns_name_keys (
@@ -215,10 +213,10 @@ def upgrade() -> None:
     op.execute(ROLLUP_PAGE_LOAD_SQL)
     conn = op.get_bind()
     op.execute("SELECT dnscamp_rollup_temp()")
-    for part in _0017._partitions(conn, "dns_queries"):
+    for part in _0017.partitions(conn, "dns_queries"):
         op.execute(BACKFILL_DNS_SQL.format(table=part))
         op.execute(_BACKFILL_ROLLUP)
-    for part in _0017._partitions(conn, "generic_results"):
+    for part in _0017.partitions(conn, "generic_results"):
         op.execute(BACKFILL_GENERIC_SQL.format(table=part))
         op.execute(_BACKFILL_ROLLUP)
     # statistics now: until autovacuum analyses the filled tables, the planner guesses (at 10 M

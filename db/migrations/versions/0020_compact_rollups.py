@@ -13,8 +13,9 @@ figure depended on whether an autovacuum happened to run: 76 MiB with one). Here
   (``autovacuum_vacuum_scale_factor = 0``), without cost-based sleeps (they are small);
 - the writer may VACUUM them (``MAINTAIN``, PostgreSQL 17 and later; on an older external
   server a writer's VACUUM is skipped with a warning), so that ingest vacuums them every
-  few batches (collectors/ingest.py), as autovacuum would over the weeks the records took
-  to come in. Measured at 1 M records: dns_conn_daily 28 MiB instead of 76-124 MiB.
+  few batches (collectors/ingest.py, db/writer/rollups.py), as autovacuum would over the
+  weeks the records took to come in. Measured at 1 M records: dns_conn_daily 28 MiB instead
+  of 76-124 MiB.
 
 Fillfactor 50 (room on each page for the new version: HOT updates, pages pruned by the next
 batch, no VACUUM needed) was measured too and left out: a batch updates every row of its day,
@@ -29,6 +30,8 @@ Revises: 0019_name_page_rollups
 
 from alembic import op
 
+from db.migrations.frozen.m0020 import IF_MAINTAIN, OPTIONS
+
 revision = "0020_compact_rollups"
 down_revision = "0019_name_page_rollups"
 branch_labels = None
@@ -39,20 +42,16 @@ WRITER = "dnscamp_writer"
 ROLLUPS = ("dns_hourly", "result_counts", "dns_hourly_status", "dns_conn_daily", "page_load_daily",
            "atlas_ping_latest", "ingest_daily", "unit_daily", "atlas_credit_sums", "dns_name_daily",
            "page_load_url_daily")  # fmt: skip
-OPTIONS = {"autovacuum_vacuum_scale_factor": "0", "autovacuum_vacuum_threshold": "1000",
-           "autovacuum_vacuum_cost_delay": "0"}  # fmt: skip
-# MAINTAIN (VACUUM, ANALYZE, ... by a role that does not own the table) exists from PostgreSQL 17
-_IF_MAINTAIN = "DO $$ BEGIN IF current_setting('server_version_num')::int >= 170000 THEN EXECUTE '{}'; END IF; END $$"
 
 
 def upgrade() -> None:
     options = ", ".join(f"{k} = {v}" for k, v in OPTIONS.items())
     for t in ROLLUPS:
         op.execute(f"ALTER TABLE {t} SET ({options})")
-    op.execute(_IF_MAINTAIN.format(f"GRANT MAINTAIN ON {', '.join(ROLLUPS)} TO {WRITER}"))
+    op.execute(IF_MAINTAIN.format(f"GRANT MAINTAIN ON {', '.join(ROLLUPS)} TO {WRITER}"))
 
 
 def downgrade() -> None:
-    op.execute(_IF_MAINTAIN.format(f"REVOKE MAINTAIN ON {', '.join(ROLLUPS)} FROM {WRITER}"))
+    op.execute(IF_MAINTAIN.format(f"REVOKE MAINTAIN ON {', '.join(ROLLUPS)} FROM {WRITER}"))
     for t in ROLLUPS:
         op.execute(f"ALTER TABLE {t} RESET ({', '.join(OPTIONS)})")

@@ -1,5 +1,5 @@
 """The content hash in 16 bytes (issue 19, docs/store.md "Footprint"): ``result_ids.content_sha256``
-keeps the first 16 bytes of the record's sha256 (collectors.ingest.content_hash), 17 bytes less
+keeps the first 16 bytes of the record's sha256 (collectors.parse.content_hash), 17 bytes less
 per record (32 bytes + a 1-byte varlena header -> 16 + 1, and the row's alignment). The hash only
 tells a repeat of a stored record (a duplicate) from a different record under the same id (an
 id_conflict); two different records of one id colliding in 128 bits is out of reach (2^-128 per
@@ -30,7 +30,7 @@ down_revision = "0020_compact_rollups"
 branch_labels = None
 depends_on = None
 
-HASH_BYTES = 16  # collectors.ingest.content_hash
+HASH_BYTES = 16  # collectors.parse.content_hash
 
 
 def _retype(using: str) -> None:

@@ -9,7 +9,7 @@ n and failures as int: a row counts one hour of one vantage x profile x resolver
 counts were int already, and n is at least their sum. An overflow is refused (integer out of
 range: ingest's batch rolls back, this upgrade stops), not wrapped.
 
-How keys are kept (as 0019's dns_name_keys): ingest (collectors/ingest.py _HOURLY_UPSERT)
+How keys are kept (as 0019's dns_name_keys): ingest (db/writer/rollups.py HOURLY_UPSERT)
 inserts the batch's missing keys in key order and reads them back in the statement that
 upserts the rows (ON CONFLICT DO UPDATE returns a key another ingest inserted meanwhile); the
 results view's trigger (0013's dnscamp_results_rollups, replaced here) looks its row's key up
@@ -25,10 +25,10 @@ Revision ID: 0022_hourly_keys
 Revises: 0021_short_content_hash
 """
 
-import importlib
-
 from alembic import op
 
+from db.migrations.frozen import m0013 as _0013
+from db.migrations.frozen import m0020 as _0020
 from db.migrations.views import create_view, drop_view
 
 revision = "0022_hourly_keys"
@@ -38,8 +38,6 @@ depends_on = None
 
 WRITER = "dnscamp_writer"
 VIEWS = ("v_dns_hourly", "v_dns_hourly_hist")
-_0013 = importlib.import_module("db.migrations.versions.0013_rollups")
-_0020 = importlib.import_module("db.migrations.versions.0020_compact_rollups")
 _KEY = "campaign, vantage_id, network_profile, resolver, transport"
 _OPTIONS = ", ".join(f"{k} = {v}" for k, v in _0020.OPTIONS.items())
 
@@ -135,7 +133,7 @@ ORDER BY 1, 2, 3, 4, 5, 6;
 
 def _grant(tables: str, privileges: str) -> None:
     op.execute(f"GRANT {privileges} ON {tables} TO {WRITER}")
-    op.execute(_0020._IF_MAINTAIN.format(f"GRANT MAINTAIN ON {tables} TO {WRITER}"))
+    op.execute(_0020.IF_MAINTAIN.format(f"GRANT MAINTAIN ON {tables} TO {WRITER}"))
 
 
 def upgrade() -> None:

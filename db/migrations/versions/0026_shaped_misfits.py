@@ -9,7 +9,7 @@ one table and has no WHERE of its own, so every query over the view ran a subque
 member's whole projection (~60 ms of each process's ~600 ms for a failure rate over 7 days).
 
 Now ``generic_results.shape_id`` gives such a record its shape too (its body without the
-per-record keys, as collectors.ingest makes a typed record's): the union's members read one
+per-record keys, as ingest makes a typed record's): the union's members read one
 table each, the filter on kind sits above the union, and ``contexts``, ``dns_shapes`` and
 ``environments`` are joined once above it. The view's columns, rows and values are unchanged
 (tested against 0025's definition). The rows stored whole before this revision get their
@@ -23,11 +23,11 @@ Revision ID: 0026_shaped_misfits
 Revises: 0025_results_kind
 """
 
-import importlib
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.frozen.m0012 import DNS_PER_RECORD, RESULTS_VIEW_SQL
+from db.migrations.frozen.m0026 import dns_shape, loads
 from db.migrations.views import create_view
 
 revision = "0026_shaped_misfits"
@@ -35,20 +35,16 @@ down_revision = "0025_results_kind"
 branch_labels = None
 depends_on = None
 
-_0012 = importlib.import_module("db.migrations.versions.0012_compact_store")
-
 # the results view's insert trigger as 0012 wrote it, and with the shape of a dns_query body:
 # the body (jsonb) without the per-record keys, keyed like the other dimension rows this
 # trigger writes (the sha256 of its jsonb text)
-_OLD_INSERT = _0012.RESULTS_VIEW_SQL[
-    _0012.RESULTS_VIEW_SQL.index("CREATE FUNCTION dnscamp_results_insert()") :
-    _0012.RESULTS_VIEW_SQL.index("CREATE FUNCTION dnscamp_results_delete()")
+_OLD_INSERT = RESULTS_VIEW_SQL[
+    RESULTS_VIEW_SQL.index("CREATE FUNCTION dnscamp_results_insert()") :
+    RESULTS_VIEW_SQL.index("CREATE FUNCTION dnscamp_results_delete()")
 ].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")  # fmt: skip
 
 
 def _per_record_keys() -> str:
-    from collectors.ingest import DNS_PER_RECORD
-
     return "ARRAY[" + ", ".join(f"'{k}'" for k in sorted(DNS_PER_RECORD)) + "]"
 
 
@@ -80,10 +76,7 @@ def _new_insert() -> str:
 
 
 def _shape_stored_bodies(conn, batch: int = 5000) -> None:
-    """A shape for every dns_query stored whole: collectors.ingest.dns_shape of its body as stored."""
-    from collectors.ingest import dns_shape
-    from db.records import loads
-
+    """A shape for every dns_query stored whole: the shape of its body as stored (frozen/m0026.py)."""
     last = None
     while True:
         rows = conn.execute(sa.text(
