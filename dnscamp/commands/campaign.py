@@ -92,6 +92,23 @@ def testbed_for(spec) -> dict | None:
                                backbone_rtt_ms=spec.testbed.backbone_rtt_ms)
 
 
+def _migrate_for_units(s) -> None:
+    """A kind that writes into the store while it runs (``needs_store``, e.g. the atlas kind) finds
+    it migrated: units never migrate. A store that cannot be reached is only reported here: those
+    units then record the error, as any failed measurement, and the others run."""
+    from dnscamp import kinds
+
+    if not any(getattr(kinds.get(k), "needs_store", False) for k in s.kinds):
+        return
+    from db import engine, migrate
+
+    try:
+        migrate.upgrade(engine.sqlalchemy_url("owner"))
+    except Exception as exc:  # noqa: BLE001 - the units that need the store say why in their records
+        sys.stderr.write(f"dnscamp: the store could not be migrated ({type(exc).__name__}: {str(exc)[:200]}); "
+                         "units that write into it will fail\n")
+
+
 @app.command("run")
 def run_cmd(
     spec: Path = typer.Argument(..., help="Campaign spec (TOML)."),
@@ -114,6 +131,7 @@ def run_cmd(
     (unit id, plan order, start time, where it ran)."""
     s = _load(spec)
     _plan(s, "run", max_units)  # refuse an oversized plan before any testbed or spool work
+    _migrate_for_units(s)
     spool = spool or paths.spool_dir()
     brought_up: list[dict] = []
 
