@@ -24,9 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from atlas.discovery import AsnDb, discover, from_query_log, from_whoami, random_label
 from atlas.dns import parse as parse_dns
+from atlas.probes import ProbeMeta, parse_probe
 from atlas.quicsocks import format_summary, summarize
 from testbed.atlas_probes.island import SERVER_ADDR, SERVER_ZONE, Island, ProbeTruth, plan_probes
 from testbed.atlas_probes.measure import PING_COUNT, dns_phase, ping_phase, write_results
+from testbed.atlas_probes.sites import probe_objects
 from vantage_agent.stats import median
 
 
@@ -38,12 +40,9 @@ def _errors(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
             "mean_signed": round(statistics.fmean(m - t for m, t in pairs), 3), "n": len(errs)}
 
 
-def atlas_like_probe_meta(prb_ids: Iterable[int]) -> list:
-    """The Atlas-like probes' places (atlas.probes.ProbeMeta, source ``testbed``), read from the
-    probe API objects they describe themselves with."""
-    from atlas.probes import parse_probe
-    from testbed.atlas_probes.sites import probe_objects
-
+def atlas_like_probe_meta(prb_ids: Iterable[int]) -> list[ProbeMeta]:
+    """The Atlas-like probes' places (source ``testbed``), read from the probe API objects they
+    describe themselves with, as the API's are."""
     return [parse_probe(o, source="testbed") for o in probe_objects(prb_ids)]
 
 

@@ -349,13 +349,13 @@ def run_command(
         die("only the offline mode exists: use --testbed (a real campaign: plan, submit, fetch, ingest)")
     from db import engine, migrate
     from dnscamp.atlas_offline import format_report, run_offline
-    from testbed.atlas_probes.island import TestbedError
+    from testbed.atlas_probes.island import IslandError
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     try:
         report = run_offline(n_probes=probes, campaign=campaign, seed=seed, keep=keep,
                              db_url=engine.database_url("owner"))
-    except TestbedError as exc:
+    except IslandError as exc:
         die(f"atlas run --testbed: {exc}")
     typer.echo(json.dumps(report) if as_json else format_report(report))
     raise typer.Exit(0 if report.get("ok") else 1)

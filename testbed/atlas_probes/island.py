@@ -29,8 +29,8 @@ CLONE_NEWNET = 0x40000000
 MAX_PROBES = 99
 
 
-class TestbedError(RuntimeError):
-    pass
+class IslandError(RuntimeError):
+    """The probes' island cannot be planned, built or torn down (the message says which)."""
 
 
 # -- namespaces -----------------------------------------------------------------------------------
@@ -44,12 +44,12 @@ def in_netns(ns: str) -> Iterator[None]:
     there = os.open(f"/run/netns/{ns}", os.O_RDONLY)
     try:
         if _libc.setns(there, CLONE_NEWNET) != 0:
-            raise TestbedError(f"setns {ns}: {os.strerror(ctypes.get_errno())}")
+            raise IslandError(f"setns {ns}: {os.strerror(ctypes.get_errno())}")
         try:
             yield
         finally:
             if _libc.setns(here, CLONE_NEWNET) != 0:  # pragma: no cover - would be fatal
-                raise TestbedError("setns back to the original namespace failed")
+                raise IslandError("setns back to the original namespace failed")
     finally:
         os.close(there)
         os.close(here)
@@ -73,7 +73,7 @@ class ProbeTruth:
 def plan_probes(n: int, seed: int = 1) -> list[ProbeTruth]:
     """Delays per probe: RTT_DNS 1-30 ms (access), RTT_Server 2-40 ms (resolver placement)."""
     if not 1 <= n <= MAX_PROBES:
-        raise TestbedError(f"probes: 1..{MAX_PROBES}, not {n}")
+        raise IslandError(f"probes: 1..{MAX_PROBES}, not {n}")
     rng = random.Random(seed)
     out = []
     for i in range(1, n + 1):
@@ -119,7 +119,7 @@ class Island:
         from testbed import netns
 
         if os.geteuid() != 0:
-            raise TestbedError("the offline Atlas mode needs root (network namespaces)")
+            raise IslandError("the offline Atlas mode needs root (network namespaces)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         srv = self.ns("s")
         self._add(srv)
@@ -192,7 +192,7 @@ class Island:
                 problems.append(f"{ns}: {exc}")
         self.created = []
         if problems:
-            raise TestbedError("teardown: " + "; ".join(problems))
+            raise IslandError("teardown: " + "; ".join(problems))
 
     def __enter__(self) -> "Island":
         try:
