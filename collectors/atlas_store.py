@@ -90,6 +90,7 @@ def campaign_probe_ids(conn: psycopg.Connection, campaign: str) -> list[int]:
 
 
 def resolver_dns_rows(conn: psycopg.Connection, campaign: str) -> list[DnsRow]:
+    """The campaign's resolver_dns responses (v_atlas_dns), oldest first: what discovery reads."""
     rows = conn.execute(
         "SELECT msm_id, prb_id, \"timestamp\", fw, subid, af, resolver, src_addr, from_addr, proto, rcode, qname, "
         "qtype, answers, response_time_ms, response_size, status, error FROM v_atlas_dns "

@@ -81,3 +81,14 @@ def test_servfail_and_undecodable_abuf_are_statuses():
 def test_not_an_atlas_result(value, reason):
     with pytest.raises(atlas_result.NotAnAtlasResult, match=reason):
         atlas_result.load(value)
+
+
+def test_each_type_is_parsed_by_its_module_and_other_types_are_kept_raw():
+    from atlas import measurement_types
+
+    ping, dns = _lines("sagan_ping.jsonl")[2], _lines("sagan_dns.jsonl")[0]
+    assert measurement_types.parse(ping) == [atlas_ping.parse(ping)]
+    assert measurement_types.parse(dns) == atlas_dns.parse(dns)
+    traceroute = {"type": "traceroute", "prb_id": 1, "timestamp": 1700000000, "msm_id": 5001, "result": []}
+    assert measurement_types.parse(atlas_result.load(traceroute)) == []
+    assert set(measurement_types.MODULES) == {"ping", "dns"}
