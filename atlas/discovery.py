@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from atlas.parse import DnsRow
+from atlas.dns import DnsRow
+from atlas.spec import AtlasSpec
 
 
 @dataclass(frozen=True)
@@ -211,3 +212,24 @@ def discover(
             )
         )
     return out
+
+
+def discover_campaign(spec: AtlasSpec, rows: Iterable[DnsRow], *, query_log: Path | None = None) -> list[Discovered]:
+    """Discovery of a real campaign from its resolver_dns rows: the probes are those with a
+    result, their public address is Atlas's ``from``. Evidence: the query log (zone mode) or the
+    whoami answers."""
+    rows = list(rows)
+    probes: dict[int, str | None] = {}
+    configured: dict[int, str] = {}
+    for r in rows:
+        probes[r.prb_id] = r.from_addr or probes.get(r.prb_id)
+        if r.resolver:
+            configured.setdefault(r.prb_id, r.resolver)
+    entries = None
+    log = query_log or (Path(spec.zone.query_log) if spec.zone.query_log else None)
+    if spec.zone.name and log is not None:
+        with open(log, errors="replace") as fh:
+            entries = from_query_log(fh, spec.zone.name)
+    whoami = from_whoami(rows) if spec.zone.whoami else None
+    asn = AsnDb(spec.asn_db) if spec.asn_db else None
+    return discover(probes, log_entries=entries, whoami=whoami, configured=configured, asn_db=asn)

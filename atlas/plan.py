@@ -18,6 +18,7 @@ from typing import Any
 from ripe.atlas.cousteau import AtlasCreateRequest
 
 from atlas import definitions as defs
+from atlas import dns, ping
 from atlas.discovery import random_label
 from atlas.spec import AtlasSpec
 
@@ -119,19 +120,19 @@ def plan(spec: AtlasSpec, *, label: str | None = None) -> Plan:
         else:
             qarg = spec.zone.whoami.rstrip(".")  # type: ignore[union-attr]
             prepend = False
-        dns = defs.dns_via_probe_resolver(
+        resolver_dns = dns.definition(
             query_argument=qarg, query_type=spec.dns.query_type, af=spec.af, protocol=spec.dns.protocol,
             description=f"{spec.description} [{spec.name}] resolver discovery", oneoff=spec.is_oneoff,
             prepend_probe_id=prepend, timeout_ms=spec.dns.timeout_ms, is_public=spec.is_public,
         )
-        direct = defs.ping(role="probe_server", target=spec.server, af=spec.af, packets=spec.ping.packets,
-                           size=spec.ping.size, description=f"{spec.description} [{spec.name}] probe->server",
-                           oneoff=spec.is_oneoff, is_public=spec.is_public)
+        direct = ping.definition(role="probe_server", target=spec.server, af=spec.af, packets=spec.ping.packets,
+                                 size=spec.ping.size, description=f"{spec.description} [{spec.name}] probe->server",
+                                 oneoff=spec.is_oneoff, is_public=spec.is_public)
         sources = _sources(spec)
     except defs.DefinitionError as exc:
         raise PlanError(str(exc)) from None
     n = spec.probes_requested
-    defs_ = [dns, direct]
+    defs_ = [resolver_dns, direct]
     req = ApiRequest(
         method="POST",
         url=_url(spec.api_server),
@@ -144,7 +145,7 @@ def plan(spec: AtlasSpec, *, label: str | None = None) -> Plan:
         is_oneoff=spec.is_oneoff,
         bill_to=spec.bill_to,
     )
-    phase2 = defs.ping_unit_cost(spec.ping.packets, spec.ping.size, oneoff=spec.is_oneoff) * n
+    phase2 = ping.unit_cost(spec.ping.packets, spec.ping.size, oneoff=spec.is_oneoff) * n
     notes = []
     if not spec.is_oneoff:
         notes.append("periodic measurements cost per result delivered until stopped: the totals are per round")
@@ -162,9 +163,9 @@ def plan_resolver_pings(spec: AtlasSpec, probe_resolver: dict[int, str]) -> list
         by_resolver.setdefault(res, []).append(prb)
     out = []
     for res, prbs in sorted(by_resolver.items()):
-        d = defs.ping(role="probe_resolver", target=res, af=spec.af, packets=spec.ping.packets, size=spec.ping.size,
-                      description=f"{spec.description} [{spec.name}] probe->resolver", oneoff=spec.is_oneoff,
-                      is_public=spec.is_public)
+        d = ping.definition(role="probe_resolver", target=res, af=spec.af, packets=spec.ping.packets,
+                            size=spec.ping.size, description=f"{spec.description} [{spec.name}] probe->resolver",
+                            oneoff=spec.is_oneoff, is_public=spec.is_public)
         src = defs.source(type="probes", value=",".join(map(str, prbs)), requested=len(prbs))
         out.append(ApiRequest(method="POST", url=_url(spec.api_server),
                               body=_body([d.measurement], [src], oneoff=spec.is_oneoff, bill_to=spec.bill_to),

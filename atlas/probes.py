@@ -1,7 +1,8 @@
-"""Where the probes of a campaign stand (table atlas_probes, migration 0014_atlas_probes): the
-QuicSocks dashboard's geomap joins v_quicsocks_savings with v_atlas_probes on (campaign, prb_id).
+"""Where the probes of a campaign stand: RIPE Atlas's probe API objects → ``ProbeMeta``
+(stored by collectors/atlas_store.py in table atlas_probes; the QuicSocks dashboard's geomap
+joins v_quicsocks_savings with v_atlas_probes on (campaign, prb_id)).
 
-Two sources, one table:
+Two sources, one format:
 
 - ``atlas_api``: RIPE Atlas's probe API, ``GET /api/v2/probes/?id__in=...`` through
   ripe.atlas.cousteau's AtlasRequest with the pipeline's retry policy (atlas.client), following
@@ -9,32 +10,26 @@ Two sources, one table:
   https://atlas.ripe.net/docs/apis/rest-api-reference/probes/probes_list). Atlas gives a probe's
   place as GeoJSON ``geometry: {type: Point, coordinates: [lon, lat]}`` (longitude first), its AS
   as ``asn_v4``, its country as ``country_code`` and its state as ``status.name``.
-- ``testbed``: the testbed's Atlas-like probes emulate the paper's population (German probes,
-  001_3c494309ab66be23.txt §IV-B), so probe i stands at the i-th documented site of
-  atlas/testbed_sites.json (German cities, round-robin), in the AS the testbed's pyasn database
-  gives it (64500 + i, atlas/testbed.py).
+- ``testbed``: the testbed's Atlas-like probes describe themselves as the probe API does
+  (testbed/atlas_probes/sites.py: the paper's German population at documented sites), and
+  ``parse_probe(obj, source="testbed")`` reads them like the API's.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
-import psycopg
 from ripe.atlas.cousteau import AtlasRequest
 
 from atlas.client import AtlasApiError, Backoff, call_with_retry
 from atlas.key import ApiKey
 
-SITES = Path(__file__).with_name("testbed_sites.json")
 PROBES_PATH = "/api/v2/probes/"
 FIELDS = "id,country_code,asn_v4,geometry,status"
 PAGE_SIZE = 500  # the API's largest page; also bounds a request's id__in list (URL length)
-TESTBED_ASN_BASE = 64500  # atlas/testbed.py: probe i's /24 is announced by AS 64500 + i
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ def _coords(geometry: Any, where: str) -> tuple[float | None, float | None]:
     return lat, lon
 
 
-def parse_probe(obj: dict[str, Any]) -> ProbeMeta:
+def parse_probe(obj: dict[str, Any], *, source: str = "atlas_api") -> ProbeMeta:
     """One object of the probe API's ``results``; ValueError naming the probe and field."""
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), int):
         raise ValueError(f"probe API: an object without an integer id: {str(obj)[:120]}")
@@ -74,7 +69,7 @@ def parse_probe(obj: dict[str, Any]) -> ProbeMeta:
         raise ValueError(f"{where}: asn_v4: {asn!r} is not an integer")
     status = obj.get("status")
     name = status.get("name") if isinstance(status, dict) else status  # older API: a bare name
-    return ProbeMeta(obj["id"], obj.get("country_code"), asn, lat, lon, name, "atlas_api")
+    return ProbeMeta(obj["id"], obj.get("country_code"), asn, lat, lon, name, source)
 
 
 def fetch_probes(ids: Iterable[int], *, key: ApiKey | None = None, server: str | None = None, verify: Any = True,
@@ -99,36 +94,3 @@ def fetch_probes(ids: Iterable[int], *, key: ApiKey | None = None, server: str |
             nxt = body.get("next")  # an absolute URL on the same server
             path = f"{urlsplit(nxt).path}?{urlsplit(nxt).query}" if nxt else None
     return [out[k] for k in sorted(out)]
-
-
-def testbed_sites() -> list[dict[str, Any]]:
-    return json.loads(SITES.read_text())["sites"]
-
-
-def testbed_probes(prb_ids: Iterable[int]) -> list[ProbeMeta]:
-    """The testbed's Atlas-like probes at the documented sites, round-robin by probe id."""
-    sites = testbed_sites()
-    out = []
-    for i in sorted(prb_ids):
-        s = sites[(i - 1) % len(sites)]
-        out.append(ProbeMeta(i, s["country_code"], TESTBED_ASN_BASE + i, s["lat"], s["lon"], "Connected", "testbed"))
-    return out
-
-
-def save_probes(conn: psycopg.Connection, campaign: str, probes: Iterable[ProbeMeta]) -> int:
-    """Upsert the campaign's probe rows (a later fetch replaces an earlier one)."""
-    rows = [(campaign, p.prb_id, p.country_code, p.asn_v4, p.lat, p.lon, p.status, p.source) for p in probes]
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO atlas_probes (campaign, prb_id, country_code, asn_v4, lat, lon, status, source)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT ON CONSTRAINT pk_atlas_probes DO UPDATE SET"
-            " country_code = EXCLUDED.country_code, asn_v4 = EXCLUDED.asn_v4, lat = EXCLUDED.lat, lon = EXCLUDED.lon,"
-            " status = EXCLUDED.status, source = EXCLUDED.source, fetched_at = now()", rows)
-    return len(rows)
-
-
-def campaign_probe_ids(conn: psycopg.Connection, campaign: str) -> list[int]:
-    """Probes with results in the campaign (prb_id 0 is our server's own pings, not a probe)."""
-    return [r[0] for r in conn.execute(
-        "SELECT DISTINCT r.prb_id FROM atlas_results_raw r LEFT JOIN atlas_measurements m ON m.msm_id = r.msm_id"
-        " WHERE COALESCE(r.campaign, m.campaign) = %s AND r.prb_id <> 0 ORDER BY 1", (campaign,))]

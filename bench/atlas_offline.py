@@ -31,19 +31,19 @@ def main() -> None:
     if not a.use_store:
         os.environ["DNSCAMP_HOME"] = tempfile.mkdtemp(prefix="dnscamp-bench-atlas-")
         os.environ.pop("DNSCAMP_DATABASE_URL", None)
-    from atlas import testbed as tb
     from db import embedded, engine, migrate
+    from dnscamp.atlas_offline import format_report, run_offline
 
     runs = []
     try:
         migrate.upgrade(engine.sqlalchemy_url("owner"))
         for k in range(a.repeat):
             t0 = time.monotonic()
-            r = tb.run_offline(n_probes=a.probes, campaign=f"bench-atlas-{int(time.time())}-{k}", seed=a.seed + k,
-                               db_url=engine.database_url("owner"))
+            r = run_offline(n_probes=a.probes, campaign=f"bench-atlas-{int(time.time())}-{k}", seed=a.seed + k,
+                            db_url=engine.database_url("owner"))
             runs.append({"ok": r["ok"], "wall_s": round(time.monotonic() - t0, 1), "errors_ms": r["errors_ms"],
                          "discovery_correct": r["discovery"]["correct"], "link_backend": r["link_backend"]})
-            print(tb.format_report(r))
+            print(format_report(r))
     finally:
         if not a.use_store and not engine.external_url():
             embedded.down()

@@ -535,13 +535,13 @@ def generate(out: Path, *, dns_queries_n: int = 10_000_000, page_loads_n: int = 
 
 def _probe_sites(probes: list[dict]) -> list[dict]:
     """Where the generated probes stand (atlas_probes, the QuicSocks map): the testbed's
-    documented German sites (atlas.probes.testbed_probes), each in its generated AS."""
+    documented German sites (dnscamp.atlas_offline.atlas_like_probe_meta), each in its generated AS."""
     from dataclasses import asdict, replace
 
-    from atlas.probes import testbed_probes
+    from dnscamp.atlas_offline import atlas_like_probe_meta
 
     asn = {p["prb_id"]: p["probe_asn"] for p in probes}
-    return [asdict(replace(m, asn_v4=asn[m.prb_id])) for m in testbed_probes(asn)]
+    return [asdict(replace(m, asn_v4=asn[m.prb_id])) for m in atlas_like_probe_meta(asn)]
 
 
 def load(out: Path, url: str, *, workers: int | None = None, records: bool = True) -> dict:
@@ -550,8 +550,9 @@ def load(out: Path, url: str, *, workers: int | None = None, records: bool = Tru
     the Atlas registry, collectors.atlas_ingest."""
     import psycopg
 
-    from atlas import probes, store
     from atlas.discovery import Discovered
+    from atlas.probes import ProbeMeta
+    from collectors import atlas_store
     from collectors.atlas_ingest import ingest_files
     from collectors.ingest import ingest
 
@@ -560,10 +561,10 @@ def load(out: Path, url: str, *, workers: int | None = None, records: bool = Tru
     reg = json.loads((out / "atlas" / "registry.json").read_text())
     with psycopg.connect(url) as conn:
         for m in reg["measurements"]:
-            store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
-                                       target=m["target"], definition=m["definition"])  # fmt: skip
-        store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
-        probes.save_probes(conn, reg["campaign"], [probes.ProbeMeta(**p) for p in reg.get("probes", [])])
+            atlas_store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
+                                             target=m["target"], definition=m["definition"])  # fmt: skip
+        atlas_store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
+        atlas_store.save_probes(conn, reg["campaign"], [ProbeMeta(**p) for p in reg.get("probes", [])])
     atlas = ingest_files(sorted((out / "atlas").glob("results-*.jsonl")), url, campaign=reg["campaign"])
     return {"records": stats.as_json() if stats else None, "atlas": atlas.as_json()}
 

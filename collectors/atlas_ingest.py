@@ -29,7 +29,10 @@ from typing import Any, Iterable, Iterator
 import psycopg
 from psycopg.types.json import Jsonb
 
-from atlas import parse
+from atlas import measurement_types
+from atlas import result as atlas_result
+from atlas.dns import DnsRow
+from atlas.ping import PingRow
 from vantage_agent import errors
 
 
@@ -94,7 +97,7 @@ def iter_items(path: Path) -> Iterator[tuple[int, Any, str]]:
         try:
             v = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield n, parse.NotAnAtlasResult(f"malformed JSON: {exc}"), line
+            yield n, atlas_result.NotAnAtlasResult(f"malformed JSON: {exc}"), line
             continue
         if isinstance(v, list):
             for x in v:
@@ -125,7 +128,7 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 
 """
 
 
-def _dst_key(raw: dict, h: parse.Header) -> str:
+def _dst_key(raw: dict, h: atlas_result.Header) -> str:
     return str(h.dst_addr or raw.get("dst_name") or "")
 
 
@@ -134,7 +137,7 @@ class _Result:
     """One Atlas result parsed, ready to store (the same for both write paths)."""
 
     raw: dict
-    h: parse.Header
+    h: atlas_result.Header
     rows: list
     status: str
     error: str | None
@@ -142,24 +145,20 @@ class _Result:
 
 
 def _prepare(value: Any) -> _Result:
-    """Check and parse one decoded value; raises parse.NotAnAtlasResult for what is no result."""
-    if isinstance(value, parse.NotAnAtlasResult):
+    """Check and parse one decoded value; raises atlas_result.NotAnAtlasResult for what is no result."""
+    if isinstance(value, atlas_result.NotAnAtlasResult):
         raise value
     if not isinstance(value, dict):  # values are decoded already: a string is no result
-        raise parse.NotAnAtlasResult(f"not a JSON object ({type(value).__name__})")
-    raw = parse.load(value)
-    h = parse.header(raw)
+        raise atlas_result.NotAnAtlasResult(f"not a JSON object ({type(value).__name__})")
+    raw = atlas_result.load(value)
+    h = atlas_result.header(raw)
     try:
-        rows: list = []
-        if h.type == "ping":
-            rows = [parse.parse_ping(raw, h)]
-        elif h.type == "dns":
-            rows = parse.parse_dns(raw, h)
+        rows = measurement_types.parse(raw, h)
     except Exception as exc:  # noqa: BLE001 - sagan's odd-input exceptions become a status, not a crash
         rows, parse_error = [], f"could not parse the {h.type} result: {type(exc).__name__}: {exc}"
     else:
         parse_error = None
-    status = parse.result_status(rows) if rows else errors.OK
+    status = atlas_result.result_status(rows) if rows else errors.OK
     error = None if status == errors.OK else next((r.error for r in rows if r.error), None) or status
     if parse_error:
         status, error = errors.MalformedResponse.status, parse_error
@@ -175,7 +174,7 @@ def ingest_value(cur: psycopg.Cursor, value: Any, *, source_file: str, line: int
     malformed_response; if even that is refused, the value is quarantined with the reason."""
     try:
         res = _prepare(value)
-    except parse.NotAnAtlasResult as exc:
+    except atlas_result.NotAnAtlasResult as exc:
         _quarantine(cur, source_file, line, str(exc), raw_text, stats)
         return
     try:
@@ -208,7 +207,7 @@ def _quarantine(cur: psycopg.Cursor, source_file: str, line: int, reason: str, r
     )
 
 
-def _store(cur: psycopg.Cursor, raw: dict, h: parse.Header, rows: list, status: str, error: str | None,
+def _store(cur: psycopg.Cursor, raw: dict, h: atlas_result.Header, rows: list, status: str, error: str | None,
            source_file: str, line: int, campaign: str | None, stats: AtlasIngestStats) -> None:
     cur.execute(
         _RAW_SQL,
@@ -221,7 +220,7 @@ def _store(cur: psycopg.Cursor, raw: dict, h: parse.Header, rows: list, status: 
         return
     raw_id = got[0]
     for r in rows:
-        if isinstance(r, parse.PingRow):
+        if isinstance(r, PingRow):
             cur.execute(
                 _PING_SQL,
                 (raw_id, campaign, r.msm_id, r.prb_id, r.timestamp, r.fw, r.af, r.src_addr, r.from_addr,
@@ -281,8 +280,8 @@ def _plain(v: Any, kind: type) -> bool:
     return type(v) is str
 
 
-def _copyable(r: parse.PingRow | parse.DnsRow) -> bool:
-    if isinstance(r, parse.PingRow):
+def _copyable(r: PingRow | DnsRow) -> bool:
+    if isinstance(r, PingRow):
         return (all(_plain(v, int) for v in (r.fw, r.af, r.sent, r.received, r.duplicates))
                 and all(_plain(v, str) for v in (r.src_addr, r.from_addr, r.dst_addr, r.dst_name, r.status, r.error))
                 and all(_plain(v, float) for v in (r.avg, r.min, r.max))
@@ -296,14 +295,14 @@ def _copyable(r: parse.PingRow | parse.DnsRow) -> bool:
 _REDO = "redo"  # a result the set-based write could store differently: its block goes result by result
 
 
-def _prepare_block(block: list[tuple[int, Any, str]]) -> list[_Result | parse.NotAnAtlasResult | str]:
+def _prepare_block(block: list[tuple[int, Any, str]]) -> list[_Result | atlas_result.NotAnAtlasResult | str]:
     """Per item: the parsed result, why it is no Atlas result (to quarantine), or _REDO.
     Pure Python (sagan), no store: what the parse thread runs."""
-    out: list[_Result | parse.NotAnAtlasResult | str] = []
+    out: list[_Result | atlas_result.NotAnAtlasResult | str] = []
     for _, value, _ in block:
         try:
             res = _prepare(value)
-        except parse.NotAnAtlasResult as exc:
+        except atlas_result.NotAnAtlasResult as exc:
             out.append(exc)
             continue
         out.append(res if all(_copyable(r) for r in res.rows) else _REDO)
@@ -320,7 +319,7 @@ def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], prepare
         raise _Redo
     todo: dict[tuple, tuple[int, _Result]] = {}  # by uq_atlas_raw_result key, first of the block wins
     for (line, _, raw_text), res in zip(block, prepared):
-        if isinstance(res, parse.NotAnAtlasResult):
+        if isinstance(res, atlas_result.NotAnAtlasResult):
             _quarantine(cur, source_file, line, str(res), raw_text, stats)
         elif res.key in todo:
             stats.duplicates += 1
@@ -335,8 +334,8 @@ def _store_block(cur: psycopg.Cursor, block: list[tuple[int, Any, str]], prepare
     ids = {tuple(k): i for i, *k in cur.fetchall()}
     stats.duplicates += len(items) - len(ids)
     new = [(ids[res.key], res) for _, res in items if res.key in ids]
-    pings = [(i, r) for i, res in new for r in res.rows if isinstance(r, parse.PingRow)]
-    dnss = [(i, r) for i, res in new for r in res.rows if isinstance(r, parse.DnsRow)]
+    pings = [(i, r) for i, res in new for r in res.rows if isinstance(r, PingRow)]
+    dnss = [(i, r) for i, res in new for r in res.rows if isinstance(r, DnsRow)]
     if pings:  # atlas_ping's row trigger (atlas_ping_latest, 0017) fires on COPY too
         with cur.copy(_PING_COPY) as cp:
             cp.set_types(_PING_TYPES)

@@ -79,6 +79,25 @@ def testbed_down(log: Log = _quiet) -> int:
     return removed
 
 
+def migrate_for_units(spec: CampaignSpec, log: Log = _quiet) -> bool:
+    """Migrate the store when a kind of the spec writes into it while it runs (``needs_store``, e.g.
+    the atlas kind): units never migrate. A store that cannot be reached is only logged: those units
+    then record the error, as any failed measurement, and the others run. True when migrated."""
+    from dnscamp import kinds
+
+    if not any(getattr(kinds.get(k), "needs_store", False) for k in spec.kinds):
+        return False
+    from db import engine, migrate
+
+    try:
+        migrate.upgrade(engine.sqlalchemy_url("owner"))
+    except Exception as exc:  # noqa: BLE001 - the units that need the store say why in their records
+        log(f"dnscamp: the store could not be migrated ({type(exc).__name__}: {str(exc)[:200]}); "
+            "units that write into it will fail")
+        return False
+    return True
+
+
 def run_units(spec: CampaignSpec, *, spool_dir: Path, run_id: str | None, show_progress: bool,
               testbed_info: Callable[[], dict[str, Any] | None], max_units: int | None) -> RunSummary:  # fmt: skip
     """Run (or resume) the plan's units into the spool (dnscamp.runner)."""
@@ -120,10 +139,11 @@ def report(campaign: str, run: str | None) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Steps:
-    """What ``run`` does at each step, in this order: testbed_up (when the runner reaches a
-    testbed unit), run_units, testbed_down (when this run brought the testbed up and does not
+    """What ``run`` does at each step, in this order: migrate_for_units, testbed_up (when the
+    runner reaches a testbed unit), run_units, testbed_down (when this run brought the testbed up and does not
     keep it), ingest, report."""
 
+    migrate_for_units: Callable[[CampaignSpec, Log], bool] = migrate_for_units
     testbed_up: Callable[[CampaignSpec, Log], dict[str, Any] | None] = testbed_up
     run_units: Callable[..., RunSummary] = run_units
     testbed_down: Callable[[Log], int] = testbed_down
@@ -168,6 +188,7 @@ def run(spec: CampaignSpec, options: RunOptions | None = None, *, log: Log = _qu
     then the ingest and the report when asked."""
     options = options or RunOptions()
     check_plan(spec, "run", options.max_units)  # an oversized plan is refused before any testbed or spool work
+    steps.migrate_for_units(spec, log)
     if options.spool_dir is not None:
         spool_dir = options.spool_dir
     else:

@@ -14,7 +14,7 @@ KINDS: dict[str, str] = {
     "dns_query": "vantage_agent.dns.kind:KIND",
     "page_load": "vantage_agent.pageload.kind:KIND",
     "link_check": "testbed.check:KIND",
-    "atlas": "atlas.kind:KIND",
+    "atlas": "dnscamp.atlas_offline:KIND",
 }
 
 

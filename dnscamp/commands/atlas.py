@@ -54,8 +54,8 @@ def plan_command(
 
 
 def _phase2(s):
-    from atlas.campaign import discovered_resolvers
     from atlas.plan import Plan, PlanError, plan_resolver_pings
+    from collectors.atlas_store import discovered_resolvers
     from db import engine, migrate
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
@@ -106,7 +106,7 @@ def submit_command(
     try:
         import psycopg
 
-        from atlas.store import register_measurement
+        from collectors.atlas_store import register_measurement
         from db import engine, migrate
 
         migrate.upgrade(engine.sqlalchemy_url("owner"))
@@ -132,8 +132,7 @@ def discover_command(
     with ASNs from the spec's asn_db, and store it (atlas_discovery)."""
     import psycopg
 
-    from atlas.campaign import discover_from_store
-    from atlas.store import save_discovery
+    from collectors.atlas_store import discover_from_store, save_discovery
     from db import engine, migrate
 
     s = _load_spec(spec)
@@ -162,9 +161,9 @@ def server_ping_command(
 
     import psycopg
 
-    from atlas.campaign import discovered_resolvers, server_pings
-    from atlas.store import register_measurement
+    from atlas.ping import server_pings
     from collectors.atlas_ingest import ingest_results
+    from collectors.atlas_store import discovered_resolvers, register_measurement
     from db import engine, migrate
 
     s = _load_spec(spec)
@@ -223,19 +222,20 @@ def probes_command(
     import psycopg
 
     from atlas import client, key, probes
+    from collectors import atlas_store
     from db import engine, migrate
 
     k = key.load_key(key_file, required=False)
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     with psycopg.connect(engine.database_url("writer")) as conn:
-        ids = probes.campaign_probe_ids(conn, campaign)
+        ids = atlas_store.campaign_probe_ids(conn, campaign)
         if not ids:
             die(f"campaign {campaign!r}: no Atlas results ingested (run `dnscamp atlas ingest --campaign` first)")
         try:
             found = probes.fetch_probes(ids, key=k, server=server)
         except (client.AtlasApiError, ValueError) as exc:
             die(f"probes of {campaign}: {exc}")
-        stored = probes.save_probes(conn, campaign, found)
+        stored = atlas_store.save_probes(conn, campaign, found)
     out = {"campaign": campaign, "probes": len(ids), "stored": stored,
            "unknown": sorted(set(ids) - {p.prb_id for p in found})}
     typer.echo(json.dumps(out) if as_json else
@@ -324,7 +324,7 @@ def quicsocks_command(
             die(str(exc))
         typer.echo(json.dumps(m.to_dict()) if as_json else quicsocks.format_model(m))
         return
-    from atlas.store import probe_rtts
+    from collectors.atlas_store import probe_rtts
     from db import engine, migrate
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
@@ -347,14 +347,15 @@ def run_command(
     mode exists (--testbed); a real campaign is `plan` / `submit` / `fetch` / `ingest`."""
     if not testbed:
         die("only the offline mode exists: use --testbed (a real campaign: plan, submit, fetch, ingest)")
-    from atlas import testbed as tb
     from db import engine, migrate
+    from dnscamp.atlas_offline import format_report, run_offline
+    from testbed.atlas_probes.island import IslandError
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     try:
-        report = tb.run_offline(n_probes=probes, campaign=campaign, seed=seed, keep=keep,
-                                db_url=engine.database_url("owner"))
-    except tb.TestbedError as exc:
+        report = run_offline(n_probes=probes, campaign=campaign, seed=seed, keep=keep,
+                             db_url=engine.database_url("owner"))
+    except IslandError as exc:
         die(f"atlas run --testbed: {exc}")
-    typer.echo(json.dumps(report) if as_json else tb.format_report(report))
+    typer.echo(json.dumps(report) if as_json else format_report(report))
     raise typer.Exit(0 if report.get("ok") else 1)

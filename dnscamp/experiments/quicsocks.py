@@ -6,10 +6,10 @@ Two parts:
 - **Table II** (the LTE example: RTT_DNS = RTT_Server = 30 ms, RTT_direct = 60 ms; status quo
   90 ms / 150 ms with a stateless retry, QuicSocks 60 / 90 ms): the model (atlas.quicsocks)
   and the same four latencies from probes whose links are configured to exactly those RTTs,
-  measured by the offline Atlas pipeline (atlas.testbed.run_offline) and read back from
+  measured by the offline Atlas pipeline (dnscamp.atlas_offline.run_offline) and read back from
   v_quicsocks_savings.
 - **Population**: the campaign kind ``atlas`` (campaigns/experiments/quicsocks.toml) runs N
-  probes whose RTTs follow atlas.testbed.plan_probes: RTT_DNS uniform on [1, 30] ms,
+  probes whose RTTs follow testbed.atlas_probes.island.plan_probes: RTT_DNS uniform on [1, 30] ms,
   RTT_Server uniform on [2, 40] ms, rounded to 0.1 ms, seeded; every fifth probe's resolver is
   in another AS and filtered out as the paper does. The resolver sits on the probe's path, so
   RTT_direct = RTT_DNS + RTT_Server and the configured saving (RTT_direct − RTT_Server) equals
@@ -45,20 +45,20 @@ def _probes_at(n: int, rtt_dns: float, rtt_server: float) -> list:
     """plan_probes' population (addresses, resolvers, ASes) with every probe at the same RTTs."""
     from dataclasses import replace
 
-    from atlas.testbed import plan_probes
+    from testbed.atlas_probes.island import plan_probes
 
     return [replace(p, rtt_dns=rtt_dns, rtt_server=rtt_server) for p in plan_probes(n, 1)]
 
 
 def run_extra(reduced: bool) -> dict[str, str]:
     """Table II's probes (not a campaign kind: the atlas kind draws random RTTs)."""
-    from atlas import testbed as tb
     from db import engine, migrate
+    from dnscamp.atlas_offline import run_offline
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     campaign = f"{TABLE2_CAMPAIGN}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    tb.run_offline(n_probes=TABLE2_PROBES, campaign=campaign, seed=1, db_url=engine.database_url("owner"),
-                   probes=_probes_at(TABLE2_PROBES, TABLE2_RTT["rtt_dns"], TABLE2_RTT["rtt_server"]))
+    run_offline(n_probes=TABLE2_PROBES, campaign=campaign, seed=1, db_url=engine.database_url("owner"),
+                probes=_probes_at(TABLE2_PROBES, TABLE2_RTT["rtt_dns"], TABLE2_RTT["rtt_server"]))
     return {TABLE2_CAMPAIGN: campaign}
 
 
@@ -82,7 +82,7 @@ def _probes(conn, atlas_campaign: str):
 def configured_shares(probes: int, seed: int) -> dict[str, Any]:
     """The shares the testbed's configured delays give (ISP-resolver probes only)."""
     from atlas.quicsocks import ProbeRtts, summarize
-    from atlas.testbed import plan_probes
+    from testbed.atlas_probes.island import plan_probes
 
     truth = [ProbeRtts(p.prb_id, p.rtt_dns, p.rtt_server, p.rtt_direct, probe_asn=1, resolver_asn=2 if p.public_as else 1)
              for p in plan_probes(probes, seed)]

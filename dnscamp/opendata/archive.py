@@ -345,7 +345,7 @@ def restore(src: str, url: str, *, owner_url: str | None = None, workers: int | 
     file (records into JSONL, Atlas raw results into JSON lines per campaign label) in a scratch
     directory -- nothing is stored until all of them converted -- then ingest the records with
     collectors.ingest at ``url`` (the writer) and the Atlas measurements, discovery and raw
-    results with atlas.store / collectors.atlas_ingest at ``owner_url`` (Atlas tables are the
+    results with collectors.atlas_store / collectors.atlas_ingest at ``owner_url`` (Atlas tables are the
     owner's). Returns (records' IngestStats, Atlas stats or None)."""
     from collectors.ingest import ingest
     from db.writer.encode import canonical_json
@@ -393,22 +393,22 @@ def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src:
 def _restore_atlas(url: str, atlas: dict[str, list[dict]], raw_files: dict[str, Path]):
     """Measurement roles and discovery upserted, probe places inserted where missing, raw results through collectors.atlas_ingest
     (sagan parses them again; a result already stored is a duplicate)."""
-    from atlas import store
     from atlas.discovery import Discovered
+    from collectors import atlas_store
     from collectors.atlas_ingest import AtlasIngestStats, ingest_files
 
     with psycopg.connect(url) as conn:
         for m in atlas.get("atlas_measurements", []):
-            store.register_measurement(conn, m["msm_id"], campaign=m["campaign"], role=m["role"], target=m["target"],
-                                       definition=orjson.loads(m["definition"]) if m["definition"] else None)  # fmt: skip
+            atlas_store.register_measurement(conn, m["msm_id"], campaign=m["campaign"], role=m["role"], target=m["target"],
+                                             definition=orjson.loads(m["definition"]) if m["definition"] else None)  # fmt: skip
         by_label: dict[str, list] = {}
         for d in atlas.get("atlas_discovery", []):
             by_label.setdefault(d["campaign"], []).append(
                 Discovered(**{k: d[k] for k in ("prb_id", "probe_addr", "resolver", "configured_resolver",
                                                 "probe_asn", "resolver_asn", "method", "qname")}))  # fmt: skip
         for label, rows in by_label.items():
-            store.save_discovery(conn, label, rows)
-        # the probes' places as they were fetched (fetched_at kept: atlas.probes.save_probes stamps now())
+            atlas_store.save_discovery(conn, label, rows)
+        # the probes' places as they were fetched (fetched_at kept: collectors.atlas_store.save_probes stamps now())
         cols = ("campaign", "prb_id", "country_code", "asn_v4", "lat", "lon", "status", "source", "fetched_at")
         with conn.cursor() as cur:
             cur.executemany(

@@ -1,4 +1,4 @@
-"""Opt-in (RIPE_ATLAS_KEY and DNSCAMP_ATLAS_LIVE=1): atlas/client.py and atlas/parse.py against
+"""Opt-in (RIPE_ATLAS_KEY and DNSCAMP_ATLAS_LIVE=1): atlas/client.py and atlas/ping.py against
 the real RIPE Atlas API, as `dnscamp atlas` uses them. Read-only: nothing is scheduled, no
 credits are spent. Measurement 1001 is Atlas's built-in IPv4 ping to k.root-servers.net, which
 every connected probe runs every 240 s."""
@@ -32,7 +32,7 @@ def test_the_key_is_accepted(key):
 
 def test_fetch_and_parse_recent_builtin_ping_results(key):
     from atlas.client import fetch_results
-    from atlas.parse import parse_ping
+    from atlas.ping import parse as parse_ping
 
     now = int(time.time())
     raw = fetch_results(BUILTIN_PING_K_ROOT, key=key, start=now - 1200, stop=now - 300)

@@ -10,8 +10,10 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from atlas import emit, store
+from atlas import dns as atlas_dns
+from atlas import ping as atlas_ping
 from atlas.discovery import write_asn_db
+from collectors import atlas_store
 from collectors.atlas_ingest import ingest_results
 
 pytestmark = pytest.mark.local
@@ -40,18 +42,18 @@ query_log = "{log}"
     # probe 2 (198.51.100.1, AS 64501) uses 127.0.0.3, which is in AS 64500 (a "public" one)
     rows = []
     with psycopg.connect(fresh_db) as c:
-        store.register_measurement(c, 11, campaign="loop", role="resolver_dns")
-        store.register_measurement(c, 12, campaign="loop", role="probe_server")
-        store.register_measurement(c, 13, campaign="loop", role="probe_resolver")
+        atlas_store.register_measurement(c, 11, campaign="loop", role="resolver_dns")
+        atlas_store.register_measurement(c, 12, campaign="loop", role="probe_server")
+        atlas_store.register_measurement(c, 13, campaign="loop", role="probe_resolver")
     lines = []
     for prb, frm, res, direct, dnsrtt in ((1, "192.0.2.1", "127.0.0.2", 40.0, 5.0), (2, "198.51.100.1", "127.0.0.3", 30.0, 3.0)):
         q = dns.message.make_query(f"{prb}-1700000000.rab.dnstest.example.com.", "A")
-        rows.append(emit.dns_result(msm_id=11, prb_id=prb, timestamp=1700000000, from_addr=frm, responses=[
-            emit.dns_response(dst_addr="10.0.0.1", src_addr="10.0.0.2", abuf=dns.message.make_response(q).to_wire(),
+        rows.append(atlas_dns.result(msm_id=11, prb_id=prb, timestamp=1700000000, from_addr=frm, responses=[
+            atlas_dns.response(dst_addr="10.0.0.1", src_addr="10.0.0.2", abuf=dns.message.make_response(q).to_wire(),
                               rt_ms=12.0, timestamp=1700000000)]))
-        rows.append(emit.ping_result(msm_id=12, prb_id=prb, timestamp=1700000000, src_addr=frm, dst_addr="127.0.0.1",
+        rows.append(atlas_ping.result(msm_id=12, prb_id=prb, timestamp=1700000000, src_addr=frm, dst_addr="127.0.0.1",
                                      rtts=[direct] * 5))
-        rows.append(emit.ping_result(msm_id=13, prb_id=prb, timestamp=1700000100, src_addr=frm, dst_addr=res,
+        rows.append(atlas_ping.result(msm_id=13, prb_id=prb, timestamp=1700000100, src_addr=frm, dst_addr=res,
                                      rtts=[dnsrtt] * 5))
         lines.append(json.dumps({"src": res, "qname": f"{prb}-1700000000.rab.dnstest.example.com."}))
     log.write_text("\n".join(lines) + "\n")

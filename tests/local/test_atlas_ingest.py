@@ -10,8 +10,9 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from atlas import emit, store
+from atlas import ping as atlas_ping
 from atlas.discovery import Discovered
+from collectors import atlas_store
 from collectors.atlas_ingest import ingest_files, ingest_results
 
 pytestmark = pytest.mark.local
@@ -77,17 +78,17 @@ def _campaign(url, campaign, truth):
     base = 7_000_000 + hash(campaign) % 1000 * 10
     with psycopg.connect(url) as c:
         for role, off in (("probe_server", 1), ("probe_resolver", 2), ("server_resolver", 3)):
-            store.register_measurement(c, base + off, campaign=campaign, role=role)
+            atlas_store.register_measurement(c, base + off, campaign=campaign, role=role)
         rows = []
         for prb, (d, s, r, same) in truth.items():
             res, addr = f"10.90.{prb}.53", f"10.90.{prb}.2"
-            store.save_discovery(c, campaign, [Discovered(prb, addr, res, res, 64500 + prb,
+            atlas_store.save_discovery(c, campaign, [Discovered(prb, addr, res, res, 64500 + prb,
                                                           64500 + prb if same else 15169, "query_log", None)])
-            rows.append(emit.ping_result(msm_id=base + 1, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
+            rows.append(atlas_ping.result(msm_id=base + 1, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
                                          dst_addr="10.90.0.10", rtts=[r - 0.2, r + 0.2, r, None, r]))
-            rows.append(emit.ping_result(msm_id=base + 2, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
+            rows.append(atlas_ping.result(msm_id=base + 2, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
                                          dst_addr=res, rtts=[d] * 5))
-            rows.append(emit.ping_result(msm_id=base + 3, prb_id=0, timestamp=1_700_000_000, src_addr="10.90.0.10",
+            rows.append(atlas_ping.result(msm_id=base + 3, prb_id=0, timestamp=1_700_000_000, src_addr="10.90.0.10",
                                          dst_addr=res, rtts=[s] * 5))
     ingest_results(rows, url, source=f"test:{campaign}")
 

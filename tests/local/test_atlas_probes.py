@@ -1,5 +1,5 @@
-"""Probe metadata (atlas/probes.py, migration 0014_atlas_probes): the real cousteau client
-against the fake Atlas API of test_atlas_cousteau (recorded-shape pages in
+"""Probe metadata (atlas/probes.py, collectors/atlas_store.py, migration 0014_atlas_probes): the
+real cousteau client against the fake Atlas API of test_atlas_cousteau (recorded-shape pages in
 tests/fixtures/atlas/api/), `dnscamp atlas probes` into the store, the roles on atlas_probes,
 and the QuicSocks geomap's query on the demo campaign."""
 
@@ -14,8 +14,11 @@ from typer.testing import CliRunner
 
 import dashboards
 from atlas import client, probes
+from collectors import atlas_store
 from dashboards.expand import expand, resolve
 from db import engine
+from dnscamp.atlas_offline import atlas_like_probe_meta
+from testbed.atlas_probes import sites as tb_sites
 from tests.local.test_atlas_cousteau import API, FIX, NO_WAIT, fake  # noqa: F401 - the fake API fixture
 from tests.local.test_dashboards_sql import DEMO_RANGE, reader_url
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, DEMO, load_demo
@@ -73,11 +76,11 @@ def test_cli_stores_the_campaigns_probes_and_the_reader_sees_them(fake, fresh_db
 
 def test_a_refetch_replaces_and_the_roles_hold(fresh_db):
     with psycopg.connect(engine.database_url("writer", dbname=fresh_db.split("/")[3].split("?")[0])) as w:
-        probes.save_probes(w, "c", WANT[:1])
-        probes.save_probes(w, "c", [probes.ProbeMeta(165, "DE", 3320, 52.0, 13.0, "Disconnected", "atlas_api")])
+        atlas_store.save_probes(w, "c", WANT[:1])
+        atlas_store.save_probes(w, "c", [probes.ProbeMeta(165, "DE", 3320, 52.0, 13.0, "Disconnected", "atlas_api")])
         assert w.execute("SELECT lat, lon, status FROM atlas_probes").fetchall() == [(52.0, 13.0, "Disconnected")]
         with pytest.raises(psycopg.errors.CheckViolation):  # latitude and longitude swapped: off the globe
-            probes.save_probes(w, "c", [probes.ProbeMeta(166, None, None, 152.5, 13.4, None, "atlas_api")])
+            atlas_store.save_probes(w, "c", [probes.ProbeMeta(166, None, None, 152.5, 13.4, None, "atlas_api")])
     with psycopg.connect(reader_url(fresh_db)) as r:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             r.execute("SELECT * FROM atlas_probes")  # readers read views only
@@ -96,7 +99,7 @@ def test_the_geomap_places_each_analysed_demo_probe_at_its_site_with_its_saving(
     load_demo(fresh_db)
     cols, rows = _geomap(fresh_db)
     assert len(rows) == 16  # the demo's probes behind an ISP resolver (the Table I panel's 16)
-    sites = probes.testbed_sites()
+    sites = tb_sites.sites()
     with psycopg.connect(fresh_db) as c:
         saving = dict(c.execute("SELECT prb_id, saving_ms FROM v_quicsocks_savings WHERE campaign = %s",
                                 (ATLAS_CAMPAIGN,)).fetchall())
@@ -120,5 +123,5 @@ def test_the_geomap_is_empty_without_probe_metadata_and_skips_unplaced_probes(fr
 
 def test_the_demo_registry_holds_the_sites_run_offline_would_store():
     reg = json.loads((DEMO / "atlas" / "registry.json").read_text())
-    want = probes.testbed_probes(d["prb_id"] for d in reg["discovery"])
+    want = atlas_like_probe_meta(d["prb_id"] for d in reg["discovery"])
     assert [probes.ProbeMeta(**p) for p in reg["probes"]] == want

@@ -8,7 +8,8 @@ import json
 import psycopg
 import pytest
 
-from atlas.definitions import dns_unit_cost, ping_unit_cost
+from atlas.dns import unit_cost as dns_unit_cost
+from atlas.ping import unit_cost as ping_unit_cost
 from db import engine
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, DEMO, load_demo
 

@@ -18,8 +18,9 @@ RECORDS = 113
 
 def load_demo(owner_url: str) -> None:
     """Ingest every demo record into the database at owner_url (an owner-role libpq URL)."""
-    from atlas import probes, store
     from atlas.discovery import Discovered
+    from atlas.probes import ProbeMeta
+    from collectors import atlas_store
     from collectors.atlas_ingest import ingest_files
     from collectors.ingest import ingest
 
@@ -28,9 +29,9 @@ def load_demo(owner_url: str) -> None:
     reg = json.loads((DEMO / "atlas" / "registry.json").read_text())
     with psycopg.connect(owner_url) as conn:
         for m in reg["measurements"]:
-            store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
-                                       target=m["target"], definition=m["definition"])
-        store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
-        probes.save_probes(conn, reg["campaign"], [probes.ProbeMeta(**p) for p in reg.get("probes", [])])
+            atlas_store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
+                                             target=m["target"], definition=m["definition"])
+        atlas_store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
+        atlas_store.save_probes(conn, reg["campaign"], [ProbeMeta(**p) for p in reg.get("probes", [])])
     ingest_files([DEMO / "atlas" / "results-dns.jsonl", DEMO / "atlas" / "results-ping.jsonl"],
                  owner_url, campaign=reg["campaign"])

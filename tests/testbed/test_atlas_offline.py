@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from ripe.atlas.sagan import Result
 
-from atlas import testbed as tb
+from dnscamp.atlas_offline import run_offline
 from testbed import netns
+from testbed.atlas_probes.island import plan_probes
 
 pytestmark = pytest.mark.testbed
 
@@ -24,7 +25,7 @@ def _mine() -> list[str]:
 def test_offline_pipeline_recovers_the_ground_truth(fresh_db, tmp_path):
     before = netns.root_snapshot()
     try:
-        r = tb.run_offline(n_probes=6, campaign="atlas-offline-test", seed=7, db_url=fresh_db, run_dir=tmp_path)
+        r = run_offline(n_probes=6, campaign="atlas-offline-test", seed=7, db_url=fresh_db, run_dir=tmp_path)
     finally:
         left = _mine()
         for ns in left:
@@ -46,12 +47,12 @@ def test_offline_pipeline_recovers_the_ground_truth(fresh_db, tmp_path):
             res = Result.get(json.loads(line))
             assert not res.is_error and not res.is_malformed
     log = (Path(tmp_path) / "auth-queries.jsonl").read_text().splitlines()
-    assert {json.loads(x)["src"] for x in log} == {p.egress for p in tb.plan_probes(6, 7)}
+    assert {json.loads(x)["src"] for x in log} == {p.egress for p in plan_probes(6, 7)}
 
 
 def test_atlas_kind_yields_one_valid_record(fresh_db, tmp_path, monkeypatch):
-    from atlas.kind import KIND
     from dnscamp import kinds
+    from dnscamp.atlas_offline import KIND
     from vantage_agent.kind import RunContext, Unit
     from vantage_agent.records import Vantage, parse_record
 

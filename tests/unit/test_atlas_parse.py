@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from atlas import parse
+from atlas import dns as atlas_dns
+from atlas import ping as atlas_ping
+from atlas import result as atlas_result
 
 pytestmark = pytest.mark.unit
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "atlas"
@@ -18,7 +20,7 @@ def _lines(name):
 
 
 def test_ping_every_firmware_parses_with_a_status():
-    rows = [parse.parse_ping(r) for r in _lines("sagan_ping.jsonl")]
+    rows = [atlas_ping.parse(r) for r in _lines("sagan_ping.jsonl")]
     assert [r.fw for r in rows] == [0, 1, 4460, 4550, 4570, 4610, 4610, 4600]
     by_fw = {(r.fw, r.prb_id): r for r in rows}
     r4460 = by_fw[(4460, 270)]
@@ -36,7 +38,7 @@ def test_ping_every_firmware_parses_with_a_status():
 
 def test_dns_rows_resolver_rcode_answers_and_timeout():
     results = _lines("sagan_dns.jsonl")
-    rows = [row for r in results for row in parse.parse_dns(r)]
+    rows = [row for r in results for row in atlas_dns.parse(r)]
     first = rows[0]
     assert first.fw == 4460 and first.resolver == "193.227.234.53" and first.rcode == "NOERROR"
     assert first.answers[0]["type"] == "A" and first.answers[0]["data"]["Address"] == "194.150.168.100"
@@ -45,7 +47,7 @@ def test_dns_rows_resolver_rcode_answers_and_timeout():
     assert [r.resolver for r in mx] == ["208.70.244.7", "208.70.245.7", "2001:4860:4860::8888"]
     assert [r.status for r in mx] == ["ok", "ok", "timeout"]
     assert "5000" in mx[2].error
-    assert parse.result_status(mx) == "ok"
+    assert atlas_result.result_status(mx) == "ok"
     ns = [r for r in rows if r.prb_id == 17868]
     assert {r.resolver for r in ns} == {"10.0.0.34", "10.0.0.35"}
 
@@ -58,11 +60,11 @@ def test_servfail_and_undecodable_abuf_are_statuses():
     resp = dns.message.make_response(q)
     resp.set_rcode(dns.rcode.SERVFAIL)
     raw = {"type": "dns", "prb_id": 1, "msm_id": 2, "timestamp": 1700000000, "fw": 5080, "dst_addr": "10.0.0.1",
-           "af": 4, "proto": "UDP", "result": {"abuf": parse.abuf_for(resp.to_wire()), "rt": 3.2, "size": 30}}
-    (row,) = parse.parse_dns(raw)
+           "af": 4, "proto": "UDP", "result": {"abuf": atlas_dns.abuf_for(resp.to_wire()), "rt": 3.2, "size": 30}}
+    (row,) = atlas_dns.parse(raw)
     assert row.status == "servfail" and row.rcode == "SERVFAIL"
     raw["result"]["abuf"] = "AAAA"
-    (row,) = parse.parse_dns(raw)
+    (row,) = atlas_dns.parse(raw)
     assert row.status in ("malformed_response", "other") and row.error
 
 
@@ -77,5 +79,16 @@ def test_servfail_and_undecodable_abuf_are_statuses():
     ],
 )
 def test_not_an_atlas_result(value, reason):
-    with pytest.raises(parse.NotAnAtlasResult, match=reason):
-        parse.load(value)
+    with pytest.raises(atlas_result.NotAnAtlasResult, match=reason):
+        atlas_result.load(value)
+
+
+def test_each_type_is_parsed_by_its_module_and_other_types_are_kept_raw():
+    from atlas import measurement_types
+
+    ping, dns = _lines("sagan_ping.jsonl")[2], _lines("sagan_dns.jsonl")[0]
+    assert measurement_types.parse(ping) == [atlas_ping.parse(ping)]
+    assert measurement_types.parse(dns) == atlas_dns.parse(dns)
+    traceroute = {"type": "traceroute", "prb_id": 1, "timestamp": 1700000000, "msm_id": 5001, "result": []}
+    assert measurement_types.parse(atlas_result.load(traceroute)) == []
+    assert set(measurement_types.MODULES) == {"ping", "dns"}

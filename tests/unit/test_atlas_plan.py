@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atlas import definitions as defs
+from atlas import dns as atlas_dns
 from atlas import key as keymod
+from atlas import ping as atlas_ping
 from atlas.client import Backoff
 from atlas.plan import PlanError, plan, plan_resolver_pings
 from atlas.spec import SpecError, load_spec, parse_spec
@@ -30,11 +31,11 @@ def spec(**over):
 
 
 def test_prices_follow_the_atlas_cost_model():
-    assert defs.ping_unit_cost(3, 48, oneoff=False) == 3  # the documented default
-    assert defs.ping_unit_cost(5, 48, oneoff=True) == 10  # one-off results cost twice
-    assert defs.ping_unit_cost(2, 1500, oneoff=False) == 4  # int(S/1500) + 1 = 2
-    assert defs.dns_unit_cost("UDP", oneoff=False) == 10 and defs.dns_unit_cost("TCP", oneoff=False) == 20
-    assert defs.dns_unit_cost("udp", oneoff=True) == 20
+    assert atlas_ping.unit_cost(3, 48, oneoff=False) == 3  # the documented default
+    assert atlas_ping.unit_cost(5, 48, oneoff=True) == 10  # one-off results cost twice
+    assert atlas_ping.unit_cost(2, 1500, oneoff=False) == 4  # int(S/1500) + 1 = 2
+    assert atlas_dns.unit_cost("UDP", oneoff=False) == 10 and atlas_dns.unit_cost("TCP", oneoff=False) == 20
+    assert atlas_dns.unit_cost("udp", oneoff=True) == 20
 
 
 def test_plan_requests_and_credit_total():

@@ -1,5 +1,6 @@
 """atlas/probes.py without a network or a store: the probe API's objects (GeoJSON [lon, lat]),
-bad input named by probe and field, and the testbed probes' documented sites."""
+bad input named by probe and field; and the testbed's Atlas-like probes' documented sites
+(testbed/atlas_probes/sites.py), described as the API describes a probe."""
 
 from __future__ import annotations
 
@@ -41,17 +42,35 @@ def test_bad_objects_are_one_line_naming_probe_and_field(obj, message):
 
 
 def test_testbed_probes_stand_at_the_documented_german_sites_round_robin():
-    sites = probes.testbed_sites()
+    from dnscamp.atlas_offline import atlas_like_probe_meta
+    from testbed.atlas_probes import sites as tb_sites
+
+    sites = tb_sites.sites()
     assert len(sites) == 20 and len({(s["lat"], s["lon"]) for s in sites}) == 20
     assert all(s["country_code"] == "DE" and 47.2 < s["lat"] < 55.1 and 5.8 < s["lon"] < 15.1 for s in sites)  # Germany
-    got = probes.testbed_probes([21, 1, 2])
+    got = atlas_like_probe_meta([21, 1, 2])
     assert [p.prb_id for p in got] == [1, 2, 21]
     assert (got[0].lat, got[0].lon) == (got[2].lat, got[2].lon) == (sites[0]["lat"], sites[0]["lon"])
-    assert [p.asn_v4 for p in got] == [64501, 64502, 64521]  # the testbed's pyasn database (atlas/testbed.py)
-    assert {p.source for p in got} == {"testbed"}
+    assert [p.asn_v4 for p in got] == [64501, 64502, 64521]  # the island's pyasn database
+    assert {p.source for p in got} == {"testbed"} and {p.status for p in got} == {"Connected"}
+
+
+def test_the_testbed_probes_describe_themselves_as_the_probe_api_does():
+    """The objects have the API's shape: parse_probe reads them like the API's, [lon, lat] first."""
+    from testbed.atlas_probes import sites as tb_sites
+
+    (obj,) = tb_sites.probe_objects([3])
+    site = tb_sites.sites()[2]
+    assert obj["geometry"] == {"type": "Point", "coordinates": [site["lon"], site["lat"]]}
+    assert probes.parse_probe(obj, source="testbed") == probes.ProbeMeta(
+        3, "DE", 64503, site["lat"], site["lon"], "Connected", "testbed")
 
 
 def test_the_testbed_asn_matches_the_islands_prefixes():
-    """atlas/testbed.py announces probe i's /24 from AS 64500 + i: the same number here."""
-    src = (Path(probes.__file__).with_name("testbed.py")).read_text()
-    assert f'prefixes[f"10.90.{{p.prb_id}}.0/24"] = {probes.TESTBED_ASN_BASE} + p.prb_id' in src
+    """Each probe's asn_v4 is the AS that announces its /24 in the island's pyasn database."""
+    from testbed.atlas_probes.island import asn_prefixes, plan_probes
+    from testbed.atlas_probes.sites import probe_objects
+
+    prefixes = asn_prefixes(plan_probes(25, 1))
+    for obj in probe_objects(range(1, 26)):
+        assert prefixes[f"10.90.{obj['id']}.0/24"] == obj["asn_v4"]

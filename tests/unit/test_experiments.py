@@ -105,7 +105,7 @@ def test_table2_model_and_measured_match_the_paper_when_the_rtts_do():
 
 
 def test_configured_shares_follow_the_planned_delays():
-    from atlas.testbed import plan_probes
+    from testbed.atlas_probes.island import plan_probes
 
     isp = [p for p in plan_probes(40, 3) if not p.public_as]
     s = xq.configured_shares(40, 3)
@@ -116,11 +116,11 @@ def test_configured_shares_follow_the_planned_delays():
 
 
 def test_table2_probes_have_the_papers_rtts_and_the_planners_addresses():
-    from atlas import testbed as tb
+    from testbed.atlas_probes.island import plan_probes
 
     ps = xq._probes_at(3, 30.0, 30.0)
     assert [(p.rtt_dns, p.rtt_server, p.rtt_direct) for p in ps] == [(30.0, 30.0, 60.0)] * 3
-    assert [(p.prb_id, p.resolver) for p in ps] == [(p.prb_id, p.resolver) for p in tb.plan_probes(3, 1)]
+    assert [(p.prb_id, p.resolver) for p in ps] == [(p.prb_id, p.resolver) for p in plan_probes(3, 1)]
 
 
 # -- command and specs -----------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from atlas import parse
+from atlas import measurement_types
+from atlas import result as atlas_result
 from collectors import read
 from collectors.parse import parse_chunk
 from vantage_agent import errors
@@ -84,10 +85,10 @@ def test_atlas_results_parse_with_their_statuses(campaign):
     statuses: Counter = Counter()
     n = 0
     for line in (campaign / "atlas" / "results-0000.jsonl").read_bytes().splitlines():
-        raw = parse.load(orjson.loads(line))
-        h = parse.header(raw)
-        rows = [parse.parse_ping(raw)] if h.type == "ping" else parse.parse_dns(raw)
-        statuses[parse.result_status(rows)] += 1
+        raw = atlas_result.load(orjson.loads(line))
+        h = atlas_result.header(raw)
+        rows = measurement_types.parse(raw, h)
+        statuses[atlas_result.result_status(rows)] += 1
         n += 1
         if h.type == "dns" and rows[0].status == errors.OK:
             assert rows[0].answers and rows[0].rcode == "NOERROR"

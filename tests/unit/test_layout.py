@@ -603,3 +603,91 @@ def test_the_migration_check_catches_a_planted_import(tmp_path, line):
         "from db.migrations.frozen import m0017 as _0017\n"
     )  # fmt: skip
     assert migration_violations(tmp_path / "0100_clean.py") == []
+
+
+# --- atlas/ and testbed/ stand below the store ---------------------------------------------------
+# atlas/ holds definitions, parsing and analysis by measurement type: no store writes (those are
+# collectors/atlas_store.py), no emulated probes (testbed/atlas_probes/) and nothing of the CLI.
+# testbed/ builds the emulated Internet and writes files (the Atlas-like probes' RIPE Atlas JSON):
+# it never reaches into the store or the CLI. Module-level, function-level and by-name imports all count.
+BELOW = {"atlas": ("collectors", "db", "testbed", "dnscamp"), "testbed": ("collectors", "db", "dnscamp")}
+
+
+def layering_violations(root: Path, folder: str, forbidden: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(file, module) of every import under root/folder whose top-level package is forbidden."""
+    out = []
+    for f in sorted((root / folder).rglob("*.py")):
+        rel = str(f.relative_to(root))
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if fn in DYNAMIC_IMPORTS:
+                    names = [node.args[0].value]
+            out.extend((rel, n) for n in names if _top(n) in forbidden)
+    return out
+
+
+@pytest.mark.parametrize("folder", sorted(BELOW))
+def test_atlas_and_testbed_import_nothing_above_them(folder):
+    bad = layering_violations(ROOT, folder, BELOW[folder])
+    assert not bad, f"{folder}/ imports what stands above it ({', '.join(BELOW[folder])}): {bad}"
+
+
+PLANTS = (  # (code, the module the check must name)
+    ("from {top}.x import y\n", "{top}.x"),
+    ("def f():\n    import {top}\n", "{top}"),
+    ("import importlib\nimportlib.import_module('{top}.x')\n", "{top}.x"),
+)
+
+
+@pytest.mark.parametrize("folder,top,code,module", [
+    (folder, top, code, module) for folder, tops in sorted(BELOW.items()) for top in tops for code, module in PLANTS
+])
+def test_the_layering_check_finds_a_planted_violation(tmp_path, folder, top, code, module):
+    (tmp_path / folder / "sub").mkdir(parents=True)
+    (tmp_path / folder / "ok.py").write_text("import collections\nfrom vantage_agent import errors\nfrom atlas_x import y\n")
+    assert layering_violations(tmp_path, folder, BELOW[folder]) == []  # names that only start alike pass
+    (tmp_path / folder / "sub" / "bad.py").write_text(code.format(top=top))
+    assert layering_violations(tmp_path, folder, BELOW[folder]) == [(f"{folder}/sub/bad.py", module.format(top=top))]
+
+
+# A measurement unit never migrates the store: the caller does (`dnscamp db up`, `dnscamp campaign
+# run` before its units when a kind ``needs_store``). Checked over every module the kind registry names.
+def migrations_in(f: Path) -> list[str]:
+    """Imports of the migration module (db.migrate, or migrate from db) in file f."""
+    out = []
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names if a.name.startswith("db.migrat"))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("db.migrat"):
+                out.append(node.module)
+            elif node.module == "db":
+                out.extend(f"db.{a.name}" for a in node.names if a.name.startswith("migrat"))
+    return out
+
+
+def test_no_measurement_kind_migrates_the_store():
+    from dnscamp.kinds import KINDS
+
+    for name, target in KINDS.items():
+        f = ROOT / (target.partition(":")[0].replace(".", "/") + ".py")
+        if not f.exists():
+            f = f.with_suffix("") / "__init__.py"
+        assert not migrations_in(f), f"kind {name} ({f.relative_to(ROOT)}) migrates the store: {migrations_in(f)}"
+
+
+def test_the_migration_check_finds_a_planted_one(tmp_path):
+    f = tmp_path / "kind.py"
+    f.write_text("from db import engine\n\ndef run():\n    from db import engine, migrate\n")
+    assert migrations_in(f) == ["db.migrate"]
+    f.write_text("import db.migrate\nfrom db.migrate import upgrade\n")
+    assert migrations_in(f) == ["db.migrate", "db.migrate"]
+    f.write_text("from db import engine\nimport migrate_helpers\n")
+    assert migrations_in(f) == []

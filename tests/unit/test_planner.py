@@ -204,3 +204,32 @@ def test_custom_profile_in_spec_is_validated_and_usable():
     with pytest.raises(SpecError) as exc:
         loads(bad, "s.toml")
     assert any(l.startswith("s.toml: profiles.sat:") and "rtt_ms" in l for l in exc.value.lines), exc.value.lines
+
+
+@pytest.mark.parametrize("text,migrated", [(SPEC, 0), (MIXED, 1)])
+def test_campaign_run_migrates_the_store_before_units_that_write_into_it(monkeypatch, text, migrated):
+    """Units never migrate: `campaign run` does, once, when a kind of the spec ``needs_store``
+    (the atlas kind stores its Atlas results); a spec without one does not touch the store."""
+    from db import engine, migrate
+    from dnscamp import campaign
+
+    calls = []
+    monkeypatch.setattr(engine, "sqlalchemy_url", lambda role: f"url-{role}")
+    monkeypatch.setattr(migrate, "upgrade", lambda url: calls.append(url))
+    assert campaign.migrate_for_units(loads(text.format(seed=1))) is bool(migrated)
+    assert calls == ["url-owner"] * migrated
+
+
+def test_a_store_that_cannot_be_migrated_leaves_the_units_to_record_it(monkeypatch):
+    from db import engine, migrate
+    from dnscamp import campaign
+
+    def refuse(url):
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(engine, "sqlalchemy_url", lambda role: "url")
+    monkeypatch.setattr(migrate, "upgrade", refuse)
+    said = []
+    # no exception: the atlas units record the failure
+    assert campaign.migrate_for_units(loads(MIXED.format(seed=1)), log=said.append) is False
+    assert any("could not be migrated (OSError: connection refused)" in m for m in said), said
