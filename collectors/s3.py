@@ -1,4 +1,4 @@
-"""The S3 collector (issue 14; `dnscamp collect s3://bucket/prefix`): result objects of the
+"""The S3 collector (`dnscamp collect s3://bucket/prefix`): result objects of the
 results bucket into the store, each record exactly once.
 
 - List with the paginator; an object whose (key, ETag) is in ``collected_objects`` is done;

@@ -317,8 +317,7 @@ def _initdb(c: Cluster, acct: Account | None, superuser_pw: str) -> None:
 # Memory and planner settings of dnscamp's cluster: `_add_tuning` writes each into
 # postgresql.conf before a start when the file does not set it, so a new cluster gets them and
 # an older one at its next start; a value an operator wrote there is kept (and ALTER SYSTEM's
-# postgresql.auto.conf wins over both). Measured on the 10 M store (docs/benchmarks.md "store",
-# session 10).
+# postgresql.auto.conf wins over both). Measured on the 10 M store (docs/benchmarks.md).
 _MIB = 1 << 20
 
 

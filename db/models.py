@@ -389,7 +389,7 @@ class CollectedObject(Base):
     )
 
 
-# RIPE Atlas (migration 0005_atlas; atlas/store.py writes them)
+# RIPE Atlas (migration 0005_atlas; collectors/atlas_store.py writes them)
 def _ts(**kw: Any) -> Any:
     return mapped_column(sa.DateTime(timezone=True), **kw)
 
@@ -510,7 +510,7 @@ class AtlasDiscovery(Base):
 
 
 class AtlasProbe(Base):
-    """Where each probe of a campaign stood (migration 0014_atlas_probes; atlas/probes.py writes it)."""
+    """Where each probe of a campaign stood (migration 0014_atlas_probes; collectors/atlas_store.py writes it)."""
 
     __tablename__ = "atlas_probes"
 

@@ -1,4 +1,4 @@
-"""Read stored result records back as the records that were ingested (issue 19, lossless
+"""Read stored result records back as the records that were ingested (lossless
 round trip): ``iter_records`` yields each one as a JSON-ready dict, envelope + ``env`` +
 ``body`` reassembled from however the store keeps them (docs/store.md "Records").
 

@@ -43,8 +43,8 @@ from pydantic import BaseModel, Field
 
 from vantage_agent.stats import binomial_interval, percentile  # noqa: F401 (binomial_interval: check's API)
 
-RTT_TARGET_MS = 0.2  # issue 3: median RTT error <= 0.2 ms
-GOODPUT_TOLERANCE = 0.05  # issue 3: TCP goodput within 5 % of the configured rate (after framing)
+RTT_TARGET_MS = 0.2  # median RTT error <= 0.2 ms
+GOODPUT_TOLERANCE = 0.05  # TCP goodput within 5 % of the configured rate (after framing)
 FRAMING_BYTES = 38  # linkem counts IP packet + 38 B (Ethernet 14 + FCS 4 + preamble 8 + IFG 12)
 MTU = 1500
 TCP_MSS = 1448  # 1500 - 20 (IP) - 20 (TCP) - 12 (timestamps option)

@@ -23,7 +23,7 @@ def _url() -> str:
 
 
 def _forget_merged_branches(connection) -> None:
-    """Until issue 12 the history had two heads, so a store migrated then lists 0005_atlas beside
+    """The history once had two heads, so a store migrated then lists 0005_atlas beside
     0008_ingest_hardening in alembic_version. The history is one line now, 0005 an ancestor of
     0008, and Alembic refuses such a pair ("overlaps"): a listed revision that another listed
     one descends from is forgotten (the schema is what the later one says either way)."""

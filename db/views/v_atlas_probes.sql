@@ -1,7 +1,7 @@
 -- RIPE Atlas probe metadata per campaign (where each probe of the campaign stood when its results
 -- were fetched): country, IPv4 AS, coordinates and status from the Atlas probe API
 -- (source 'atlas_api'), or the documented site of a testbed Atlas-like probe (source
--- 'testbed', atlas/testbed_sites.json). Join v_quicsocks_savings on (campaign, prb_id) to place
+-- 'testbed', testbed/atlas_probes/sites.json). Join v_quicsocks_savings on (campaign, prb_id) to place
 -- the savings on a map.
 CREATE OR REPLACE VIEW v_atlas_probes AS
 SELECT p.campaign,

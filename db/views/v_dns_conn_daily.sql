@@ -1,5 +1,5 @@
 -- dns_query records per UTC day x campaign x vantage x network profile x resolver x transport
--- x connection (the rollup dns_conn_daily, maintained by ingest; issue 16). connection: 'reuse'
+-- x connection (the rollup dns_conn_daily, maintained by ingest). connection: 'reuse'
 -- when connection_reused, else 'resume' when resumed, else 'fresh' (v_dns_query's columns).
 -- n records, failures (status other than ok), timed (ok records with a total_ms),
 -- total_packets (sum of v_dns_query.total_packets over the ok records), and percentiles of

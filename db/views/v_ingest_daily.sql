@@ -1,5 +1,5 @@
 -- Records per context (campaign x run x vantage x kind), ingest batch and UTC day of started_at
--- (the rollup ingest_daily, maintained by every writer; issue 16): records, failed (status
+-- (the rollup ingest_daily, maintained by every writer): records, failed (status
 -- other than ok), the first and last started_at, the batch's ingested_at, the greatest ingest
 -- lag of the row (ingested_at - first_started, seconds: exact) and its median, read from a
 -- histogram of each record's lag (ingested_at - started_at) in fixed log buckets

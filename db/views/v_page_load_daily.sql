@@ -1,5 +1,5 @@
 -- page_load records per UTC day x campaign x vantage x network profile x browser x dns_mode x
--- dns_transport x http x status (the rollup page_load_daily, maintained by ingest; issue 16;
+-- dns_transport x http x status (the rollup page_load_daily, maintained by ingest;
 -- the key columns as v_page_load has them): n loads, timed (loads with a plt_ms), the least
 -- and greatest plt_ms, and percentiles of plt_ms read from a histogram of fixed log buckets
 -- (docs/store.md "Rollups"): within 1 % of percentile_disc. Every load with a plt_ms is in

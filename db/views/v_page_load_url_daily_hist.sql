@@ -1,6 +1,6 @@
 -- Successful page loads (status 'ok') per UTC day x campaign x vantage x network profile x
 -- browser x dns_mode x dns_transport x http x page url (the rollup page_load_url_daily,
--- maintained by ingest; issue 16; the columns as v_page_load has them), one row per non-empty
+-- maintained by ingest; the columns as v_page_load has them), one row per non-empty
 -- bucket of their plt_ms histogram: n loads whose plt_ms lies in [lower_ms, upper_ms), plt_ms the
 -- bucket's value (geometric middle; 0 for bucket 0). Sum n per bucket over the rows you want,
 -- then dnscamp_hist_quantile(array_agg(bucket), array_agg(n), q): within 1 % of percentile_disc.

@@ -2,7 +2,7 @@
 -- Body values are read with JSON_VALUE, which gives NULL (never an error) for a value of
 -- another JSON type or out of the column's range (e.g. a "sent": 3.0 stored before records v1
 -- became strict); the statistics are computed so that no finite RTT can overflow them.
--- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context.
+-- Storage (docs/store.md): generic_results rows (the body as jsonb) and their context.
 CREATE OR REPLACE VIEW v_ping AS
 SELECT r.id, c.campaign, c.run, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,

@@ -1,5 +1,5 @@
 -- Every record's envelope (no body): the entry point for counting and failure rates.
--- Storage (issue 19, docs/store.md): dns_queries and generic_results rows, their context
+-- Storage (docs/store.md): dns_queries and generic_results rows, their context
 -- (campaign, run, vantage), environment and ingest batch, LEFT JOINed on their primary keys
 -- (every id exists) so that a query reading none of a dimension's columns does not join it.
 -- kind comes from the tables, not the context (0025): a dns_queries row is a dns_query record's

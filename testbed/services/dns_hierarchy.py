@@ -17,7 +17,7 @@ whoami          10.53.0.4     ``whoami.test.``: any name below it is answered wi
 hol             10.53.0.2     ``hol.test.``: a wildcard in the ``test.`` zone (any name: A 192.0.2.1 at once)
 slow.hol        10.53.0.1     ``slow.hol.test.``, delegated by ``test.``: any name answered A 192.0.2.53
                               after 1,000 ms (CoreDNS ``erratic`` ``delay``): the head-of-line
-                              experiment's fast and delayed names (issue 17 §1)
+                              experiment's fast and delayed names
 ==============  ============  =====================================================================
 
 The head-of-line zones need no new address: the fast names are a wildcard of the TLD's zone,

@@ -1,4 +1,4 @@
-"""DNS queries: the v_dns_query view over dns_query records (issue 5).
+"""DNS queries: the v_dns_query view over dns_query records.
 
 Revision ID: 0002_dns_query
 Revises: 0001_foundation

@@ -1,4 +1,4 @@
-"""Page loads: the v_page_load view over page_load records (issue 6).
+"""Page loads: the v_page_load view over page_load records.
 
 Revision ID: 0003_page_load
 Revises: 0002_dns_query

@@ -1,7 +1,7 @@
 """RIPE Atlas: raw results, parsed ping / DNS rows, measurement roles, resolver discovery,
-and the views v_atlas_ping, v_atlas_dns, v_quicsocks_savings (issue 7).
+and the views v_atlas_ping, v_atlas_dns, v_quicsocks_savings.
 
-Since issue 12 it follows 0003 (the history is one line; it used to branch off 0001).
+It follows 0003 (the history is one line; it used to branch off 0001).
 
 Revision ID: 0005_atlas
 Revises: 0003_page_load

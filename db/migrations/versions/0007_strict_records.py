@@ -1,9 +1,9 @@
 """Strict records v1: the views that read body values re-applied so that no stored value can
-make them raise (issue 11, defect 4: ``"sent": 3.0`` made v_ping's ``::int`` fail for every
+make them raise (``"sent": 3.0`` made v_ping's ``::int`` fail for every
 reader). They read with JSON_VALUE (NULL for a value of another type or range) and compute
 differences and sums without overflow; column names and types are unchanged.
 
-This revision used to merge two branches (0006 and 0003); since issue 12 the history is one
+This revision used to merge two branches (0006 and 0003); now the history is one
 line (0001 -> 0002 -> 0003 -> 0005 -> 0006 -> 0007 -> ...) and stores that list a merged
 branch's revision beside a later one are mended by db/migrations/env.py.
 

@@ -1,4 +1,4 @@
-"""Ingest hardening (issue 11): ``results.content_sha256`` (sha256 of the record's canonical
+"""Ingest hardening: ``results.content_sha256`` (sha256 of the record's canonical
 JSON, as ingest computes it) so that a different record under a stored id is told
 apart from a duplicate (``id_conflict``); the writer may update and delete quarantine rows
 (a line's row is refreshed when its reason changes and deleted when the line later ingests).

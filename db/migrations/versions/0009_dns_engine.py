@@ -1,6 +1,6 @@
 """DNS queries: v_dns_query gains ``engine``, ``engine_version`` and ``engine_run_time_ms``
-(which engine timed the query, ours or getdns, its version and its own timing of the call;
-issue 12 §6), NULL for records without them. v_ping gets the fix of its mean RTT (rounded
+(which engine timed the query, ours or getdns, its version and its own timing of the call),
+NULL for records without them. v_ping gets the fix of its mean RTT (rounded
 to 1e-300 so that a mean of subnormal RTTs is 0 instead of a float8 underflow error), which
 had been edited into db/views/v_ping.sql without a migration, so stores migrated before that
 edit never received it.

@@ -1,4 +1,4 @@
-"""Collected S3 objects (issue 14): ``collected_objects`` is the collector's ledger of what it
+"""Collected S3 objects: ``collected_objects`` is the collector's ledger of what it
 took from the results bucket (collectors/s3.py): one row per (bucket, key) with the ETag and
 size it ingested and the line counts of that ingest. An object whose ETag is unchanged is not
 downloaded again; one that changed (re-uploaded) is, and its records dedupe by id and content

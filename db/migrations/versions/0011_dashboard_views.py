@@ -1,4 +1,4 @@
-"""Reader views for the campaign-health dashboard (issue 15): ``v_collected_objects`` (the S3
+"""Reader views for the campaign-health dashboard: ``v_collected_objects`` (the S3
 collector's ledger with campaign / vantage / run / unit read from each key: last upload per
 vantage), ``v_quarantine`` (open ingest problems without their raw text, campaign and vantage
 from S3 keys: quarantine counts) and ``v_atlas_credits`` (RIPE Atlas credits per measurement

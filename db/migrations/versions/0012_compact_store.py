@@ -1,4 +1,4 @@
-"""Compact store (issue 19) partitioned by time (issue 16): ``results`` (one wide row per
+"""Compact store partitioned by time: ``results`` (one wide row per
 record, ~2.4 KB with env and body as jsonb) becomes
 
 - ``result_ids``: id (primary key: what dedup and id_conflict probe), content hash, ingest

@@ -1,4 +1,4 @@
-"""Rollups maintained at ingest (issue 16): ``dns_hourly`` (dns_query records per hour x
+"""Rollups maintained at ingest: ``dns_hourly`` (dns_query records per hour x
 campaign x vantage x network profile x resolver x transport: count, failures, a histogram of
 total_ms over fixed log buckets) and ``result_counts`` (records per context and status). New
 views v_dns_hourly and v_dns_hourly_hist read the first; v_failures reads the second (same

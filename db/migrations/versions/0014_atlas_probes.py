@@ -1,8 +1,8 @@
-"""Atlas probe metadata (issue 15, the QuicSocks geomap): ``atlas_probes`` holds, per campaign
+"""Atlas probe metadata (the QuicSocks geomap): ``atlas_probes`` holds, per campaign
 and probe, the country, IPv4 AS, coordinates and status of each probe whose results the
 campaign has, and where they came from: the Atlas probe API (``atlas_api``, atlas/probes.py,
 ``dnscamp atlas probes``) or the documented site of a testbed Atlas-like probe (``testbed``,
-atlas/testbed_sites.json). Keyed by campaign as well as probe id: the testbed's probes are
+testbed/atlas_probes/sites.json). Keyed by campaign as well as probe id: the testbed's probes are
 numbered 1..99 like real Atlas probes, and a probe that moves or goes down later keeps the place
 and status it had in each campaign. Readers see it through ``v_atlas_probes``.
 

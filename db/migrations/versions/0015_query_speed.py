@@ -1,4 +1,4 @@
-"""Query speed of the base views at scale (issues 16 and 19), as their plans showed it on a
+"""Query speed of the base views at scale, as their plans showed it on a
 generated campaign (bench/store_bench.py, EXPLAIN (ANALYZE, BUFFERS)):
 
 - ``v_dns_query``, ``v_results``, ``v_page_load`` LEFT JOIN their dimension rows (contexts,

@@ -1,4 +1,4 @@
-"""Warm-origin page loads (issue 17, experiment 4) in ``v_page_load``: two columns at the end,
+"""Warm-origin page loads (experiment 4) in ``v_page_load``: two columns at the end,
 so the existing columns keep their positions (``CREATE OR REPLACE VIEW`` may only append):
 
 - ``warm_origin``: the record is the measured load of a warm origin (its body has a

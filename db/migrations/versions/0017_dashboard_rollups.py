@@ -1,4 +1,4 @@
-"""Rollups for the dashboards at 10 M records (issue 16; docs/dashboards.md "Query times",
+"""Rollups for the dashboards at 10 M records (docs/dashboards.md "Query times",
 "What would meet the targets at 10 M"), maintained at ingest like 0013's ``dns_hourly``:
 
 - ``dns_hourly_status``: failed dns_query records per dns_hourly key and status

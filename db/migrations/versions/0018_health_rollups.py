@@ -1,4 +1,4 @@
-"""Rollups for the Campaign health dashboard and the Atlas credits at 10 M records (issue 16;
+"""Rollups for the Campaign health dashboard and the Atlas credits at 10 M records (
 docs/store.md "Rollups", docs/dashboards.md "Campaign health"), maintained by every writer:
 
 - ``ingest_daily``: records per context (campaign x run x vantage x kind), ingest batch and UTC

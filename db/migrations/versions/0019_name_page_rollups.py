@@ -1,4 +1,4 @@
-"""Rollups for the four panels 0017's left over their targets at 10 M records (issue 16;
+"""Rollups for the four panels 0017's left over their targets at 10 M records (
 docs/dashboards.md "Query times"), maintained at ingest with 0017's:
 
 - ``dns_name_daily``: dns_query records per UTC day x campaign x vantage x network profile, and

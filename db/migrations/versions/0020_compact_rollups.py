@@ -1,4 +1,4 @@
-"""The rollups' bytes on disk (issue 19: <= 400 bytes per dns_query record at 1 M records;
+"""The rollups' bytes on disk (<= 400 bytes per dns_query record at 1 M records;
 docs/store.md "Footprint"): how the tables that ingest upserts are vacuumed.
 
 Every batch of ingest updates the rollup rows of the days and hours its records fall in

@@ -1,4 +1,4 @@
-"""The content hash in 16 bytes (issue 19, docs/store.md "Footprint"): ``result_ids.content_sha256``
+"""The content hash in 16 bytes (docs/store.md "Footprint"): ``result_ids.content_sha256``
 keeps the first 16 bytes of the record's sha256 (collectors.parse.content_hash), 17 bytes less
 per record (32 bytes + a 1-byte varlena header -> 16 + 1, and the row's alignment). The hash only
 tells a repeat of a stored record (a duplicate) from a different record under the same id (an

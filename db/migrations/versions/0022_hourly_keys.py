@@ -1,4 +1,4 @@
-"""dns_hourly keyed by one int id (issue 19: bytes per dns_query record; docs/store.md
+"""dns_hourly keyed by one int id (bytes per dns_query record; docs/store.md
 "Footprint"): the five key texts of a row (campaign, vantage_id, network_profile, resolver,
 transport) move to ``dns_hourly_keys`` (an identity id, unique NULLS NOT DISTINCT), and
 ``dns_hourly`` holds (hour, key_id) with n and failures as int. At 1 M generated records its

@@ -1,4 +1,4 @@
-"""A page load's grouping keys and load time as stored columns (issue 16: docs/sql.md example 7
+"""A page load's grouping keys and load time as stored columns (docs/sql.md example 7
 at 10 M records): ``generic_results`` gains five generated columns, computed by Postgres from
 the body when a row is written (``GENERATED ALWAYS AS (...) STORED``), NULL on rows of other
 kinds, and ``v_page_load`` reads them instead of the body:

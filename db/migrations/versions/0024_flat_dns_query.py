@@ -1,4 +1,4 @@
-"""``v_dns_query`` without a WITH list (issues 16 and 19: exact questions over the base view):
+"""``v_dns_query`` without a WITH list (exact questions over the base view):
 the same columns, rows and expressions, its two steps written as subqueries in FROM.
 
 Postgres does not pull a subquery that has a WITH list up into the query reading it (its CTEs
@@ -6,7 +6,7 @@ are inlined only when that subquery is planned on its own), so every query of 00
 a subquery scan of the view, with a Result node computing the view's projection for every row
 above the scans. Written without WITH, the planner flattens the view into the query and
 computes only the columns it reads. At 10 M records the exact p50 total_ms per transport over
-7 days took 1,132 ms instead of 1,270 (docs/benchmarks.md, "`v_dns_query` flattened").
+7 days took 1,132 ms instead of 1,270 (docs/benchmarks.md, "Store queries at 10,000,000 records").
 
 Revision ID: 0024_flat_dns_query
 Revises: 0023_page_load_columns

@@ -1,11 +1,11 @@
-"""``v_results`` reads ``kind`` from its tables instead of the record's context (issue 16:
+"""``v_results`` reads ``kind`` from its tables instead of the record's context (
 every view at 10 M records): the same columns and rows. A dns_queries row only ever holds a
 dns_query record and a generic_results row carries its record's kind, which is also its
 context's (one writer sets both: db.writer, the ``results`` view's trigger, archive
 restore), so a question that reads no other context column (a count per kind and day) no
 longer joins ``contexts`` for every row of its window. At 10 M dns_query + 1 M page loads the
 count per kind and day took 598 instead of 675 ms over 7 days and 1,926 instead of 2,250 over
-30 (docs/benchmarks.md, "`v_results` without the context join").
+30 (docs/benchmarks.md, "Store queries at 10,000,000 records").
 
 Revision ID: 0025_results_kind
 Revises: 0024_flat_dns_query

@@ -1,5 +1,5 @@
 """Every dns_query record has a ``dns_shapes`` row, and ``v_dns_query`` is one union of single
-tables with the joins above it (issues 16 and 19: exact questions over the base view at 10 M).
+tables with the joins above it (exact questions over the base view at 10 M).
 
 A dns_query whose per-record values do not fit the typed columns of ``dns_queries`` is stored
 whole in ``generic_results``; until now the view read its resolver, transport, ... from that
@@ -17,7 +17,7 @@ shapes here (from the body as stored, exact JSON text when kept); the ``results`
 trigger gives a dns_query row its shape from then on. At 10 M records, 0024's definition and
 this one alternating (median of 3, two rounds), the failure rate per resolver × transport took
 448 / 475 instead of 641 / 737 ms over 7 days and 1,714 / 1,770 instead of 2,604 / 2,344 ms over
-30 (docs/benchmarks.md, "`v_dns_query` as one union of single tables").
+30 (docs/benchmarks.md, "Store queries at 10,000,000 records").
 
 Revision ID: 0026_shaped_misfits
 Revises: 0025_results_kind

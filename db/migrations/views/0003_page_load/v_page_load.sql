@@ -1,4 +1,4 @@
--- page_load records: one row per browser load (issue 6). Durations derived here from the
+-- page_load records: one row per browser load. Durations derived here from the
 -- Navigation Timing phase timestamps (ms since navigation start); the raw entry, the HAR path
 -- and the per-resource timings stay available as JSON.
 CREATE OR REPLACE VIEW v_page_load AS

@@ -1,4 +1,4 @@
--- dns_query records: one row per DNS query (issue 5; vantage_agent/dns, docs/dns.md).
+-- dns_query records: one row per DNS query (vantage_agent/dns, docs/dns.md).
 -- Phase timestamps are CLOCK_MONOTONIC ns of the measuring process; durations are derived
 -- here in ms: connect_ms (TCP connect / first QUIC flight), handshake_ms (TLS or QUIC
 -- handshake after connect), exchange_ms = t_response - t_query_sent, total_ms = t_response -

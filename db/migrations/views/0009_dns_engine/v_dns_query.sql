@@ -1,4 +1,4 @@
--- dns_query records: one row per DNS query (issue 5; vantage_agent/dns, docs/dns.md).
+-- dns_query records: one row per DNS query (vantage_agent/dns, docs/dns.md).
 -- Phase timestamps are CLOCK_MONOTONIC ns of the measuring process; durations are derived
 -- here in ms: connect_ms (TCP connect / first QUIC flight), handshake_ms (TLS or QUIC
 -- handshake after connect), exchange_ms = t_response - t_query_sent, total_ms = t_response -
@@ -13,7 +13,7 @@
 -- of at least 1 us (records v1 refuse a smaller one).
 -- The columns of results are named, not r.*: a view expanding r.* depends on every column of
 -- results, so that no migration could drop or change one without re-creating it.
--- engine, engine_version: what timed the query (our engine or getdns, issue 12 §6) and its
+-- engine, engine_version: what timed the query (our engine or getdns) and its
 -- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
 -- for records that do not carry it.
 CREATE OR REPLACE VIEW v_dns_query AS

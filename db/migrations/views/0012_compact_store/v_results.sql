@@ -1,5 +1,5 @@
 -- Every record's envelope (no body): the entry point for counting and failure rates.
--- Storage (issue 19, docs/store.md): dns_queries and generic_results rows, their context
+-- Storage (docs/store.md): dns_queries and generic_results rows, their context
 -- (campaign, run, vantage), environment and ingest batch.
 CREATE OR REPLACE VIEW v_results AS
 SELECT x.id, c.kind, c.campaign, c.run, x.unit, c.vantage_id, c.provider, c.region, c.network_profile,

@@ -1,5 +1,5 @@
 -- dns_query records per hour x campaign x vantage x network profile x resolver x transport
--- (the rollup dns_hourly, maintained by ingest; issue 16): n records, failures (status other
+-- (the rollup dns_hourly, maintained by ingest): n records, failures (status other
 -- than ok), timed (ok records with both t_start and t_response: the histogram's), percentiles
 -- of total_ms (as v_dns_query's: t_response - t_start, ms) read from a histogram of fixed log
 -- buckets (docs/store.md "Rollups"): within 1 % of the exact percentile_disc of the same

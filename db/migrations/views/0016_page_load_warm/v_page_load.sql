@@ -1,14 +1,14 @@
--- page_load records: one row per browser load (issue 6). Durations derived here from the
+-- page_load records: one row per browser load. Durations derived here from the
 -- Navigation Timing phase timestamps (ms since navigation start); the raw entry, the HAR path
 -- and the per-resource timings stay available as JSON.
 -- Never an error on stored data: values are read with JSON_VALUE (NULL for a value of another
 -- JSON type or out of the column's range: the navigation entry and the stub summary are
 -- free-form JSON), and the phase differences are computed by the JSON path in numeric.
--- Storage (issue 19, docs/store.md): generic_results rows (the body as jsonb) and their context,
+-- Storage (docs/store.md): generic_results rows (the body as jsonb) and their context,
 -- LEFT JOINed on primary keys (every id exists): a query not reading the seed skips environments.
 -- warm_origin (0016): false, never NULL, for a cold load, whether its body has no warm_origin
 -- key (records before warm loads) or warm_origin: null; request_in_0rtt is NULL for a cold
--- load and for a warm one whose netlog had no QUIC session to the origin (sessions 0: h2).
+-- load and for a warm one whose netlog had no QUIC session to the origin (h2).
 CREATE OR REPLACE VIEW v_page_load AS
 SELECT r.id, c.campaign, c.run, r.unit, c.vantage_id, c.provider, c.region, c.network_profile,
        r.started_at, r.status, r.error,

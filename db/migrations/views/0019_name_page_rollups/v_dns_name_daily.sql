@@ -1,5 +1,5 @@
 -- dns_query records per UTC day x campaign x vantage x network profile x resolver x transport x
--- qname x status (the rollup dns_name_daily, maintained by ingest; issue 16; the columns as
+-- qname x status (the rollup dns_name_daily, maintained by ingest; the columns as
 -- v_dns_query has them): n records. Failures of a name: status <> 'ok'. A row of the table is a
 -- day x campaign x vantage x profile with its (resolver, transport, qname, status) keys
 -- (dns_name_keys) and their counts as two arrays: one row per key here.

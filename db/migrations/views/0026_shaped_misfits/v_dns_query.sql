@@ -1,4 +1,4 @@
--- dns_query records: one row per DNS query (issue 5; vantage_agent/dns, docs/dns.md).
+-- dns_query records: one row per DNS query (vantage_agent/dns, docs/dns.md).
 -- Phase timestamps are CLOCK_MONOTONIC ns of the measuring process; durations are derived
 -- here in ms: connect_ms (TCP connect / first QUIC flight), handshake_ms (TLS or QUIC
 -- handshake after connect), exchange_ms = t_response - t_query_sent, total_ms = t_response -
@@ -12,15 +12,15 @@
 -- dnscamp_ns_ms (in bigint when both timestamps are >= 0, as records v1 have them, else in
 -- numeric: the same float8), sums in numeric and a total out of its column's range is NULL,
 -- the RTT multiples use an access RTT of at least 1 us (records v1 refuse a smaller one).
--- engine, engine_version: what timed the query (our engine or getdns, issue 12 §6) and its
+-- engine, engine_version: what timed the query (our engine or getdns) and its
 -- version; engine_run_time_ms: the engine's own timing of its call (getdns's run time), NULL
 -- for records that do not carry it.
--- Storage (issue 19, docs/store.md): a query is a dns_queries row (per-query integers typed,
+-- Storage (docs/store.md): a query is a dns_queries row (per-query integers typed,
 -- the rest of its body in its dns_shapes row, whose columns are read from that body with
 -- JSON_VALUE and ->>) or, when its body does not fit those columns, a generic_results row
 -- whose per-query values are read from its whole body by the same expressions. The dimension rows
 -- are LEFT JOINed on their primary keys (every id exists), so a query that reads none of a
--- dimension's columns does not join it (issue 16: environments, for tool_versions only).
+-- dimension's columns does not join it (environments, for tool_versions only).
 -- No WITH (0024): the two steps are subqueries in FROM. Postgres never pulls a view with a
 -- WITH list up into the query that reads it, so every row went through the view's whole
 -- projection (a Result node and a subquery scan above the scans); written this way the
