@@ -8,8 +8,8 @@ import sys
 
 import typer
 
+from db.errors import StoreError
 from dnscamp import __version__
-from db.embedded import StoreError
 from dnscamp.commands import campaign, db, ingest
 from dnscamp.errors import die
 

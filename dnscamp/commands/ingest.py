@@ -6,14 +6,15 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy.exc
 import typer
 
-from collectors.ingest import IngestError, IngestStats, StoreUnavailable, ingest
-from db import engine, migrate
 from dnscamp.errors import die
 from vantage_agent.errors import first_line
+
+if TYPE_CHECKING:
+    from collectors.ingest import IngestStats
 
 MAX_REASONS = 20
 
@@ -22,6 +23,11 @@ def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     """Migrate, ingest as the writer and print the first reasons on stderr. A path that
     cannot be ingested ends the command with one line (exit 2); a database that stopped or
     cannot be reached, with one line naming what to run (exit 1)."""
+    import sqlalchemy.exc
+
+    from collectors.ingest import IngestError, StoreUnavailable, ingest
+    from db import engine, migrate
+
     # psycopg logs a warning while it abandons a COPY on a lost connection; our one line says it.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
