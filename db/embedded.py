@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from db.errors import StoreError
 from vantage_agent import paths
 
 # The wheel asks platformdirs for a runtime dir at import time; give it one quietly.
@@ -49,10 +50,6 @@ HBA = (
     "# dnscamp: Unix socket only, a password (scram-sha-256) for every role; see docs/store.md\n"
     "local all all scram-sha-256\n"
 )
-
-
-class StoreError(RuntimeError):
-    """The store cannot be used as configured or reached: one line saying what to do."""
 
 
 @dataclass(frozen=True)

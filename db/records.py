@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
-import psycopg
+
+if TYPE_CHECKING:
+    import psycopg
 
 from db.writer.encode import DNS_INT4, DNS_INT8
 

@@ -41,8 +41,8 @@ def load(path: Path | str) -> CampaignSpec:
 
 
 def default_max_units() -> int:
-    """The planner's bound of a plan (dnscamp.planner.MAX_UNITS), read when it is needed."""
-    from dnscamp.planner import MAX_UNITS
+    """The planner's bound of a plan (dnscamp.limits.MAX_UNITS)."""
+    from dnscamp.limits import MAX_UNITS
 
     return MAX_UNITS
 

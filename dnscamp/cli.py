@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import sys
+import types
 
 import typer
 
+from db.errors import StoreError
 from dnscamp import __version__
-from db.embedded import StoreError
 from dnscamp.commands import campaign, db, ingest
 from dnscamp.errors import die
 
@@ -95,7 +97,53 @@ def _reflow_help(t: typer.Typer) -> None:
 _reflow_help(app)
 
 
+# typer.rich_utils, which renders --help, imports rich.markdown (markdown-it-py) and
+# rich.traceback (pygments, attrs) at its top: ~50 ms of CPU of the ~200 of `dnscamp --help`,
+# for Markdown help texts (dnscamp's are rich markup) and pretty tracebacks (off here). While
+# it loads, those two names are stand-ins that import the real class when first used.
+_DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+
+
+class _Deferred(type):
+    """The metaclass of a stand-in for class ``cls.__name__`` of module ``cls._module``:
+    calling it, reading its attributes and isinstance / issubclass go to the real class."""
+
+    def _real(cls) -> type:
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name: str):
+        return getattr(cls._real(), name)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, cls._real())
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, cls._real())
+
+
+def load_help_renderer() -> None:
+    """Import typer.rich_utils with stand-ins for the classes of ``_DEFERRED``; only typer.rich_utils
+    holds them: the real modules are left to be imported as usual."""
+    if "typer.rich_utils" in sys.modules or any(m in sys.modules for m in _DEFERRED):
+        return
+    for module, name in _DEFERRED.items():
+        stand_in = types.ModuleType(module)
+        setattr(stand_in, name, _Deferred(name, (), {"_module": module}))
+        sys.modules[module] = stand_in
+    try:
+        import typer.rich_utils  # noqa: F401
+    finally:
+        for module in _DEFERRED:
+            sys.modules.pop(module, None)
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if not args or "--help" in args:  # the help is rendered (a group without arguments shows its help)
+        load_help_renderer()
     try:
         app()
     except KeyboardInterrupt:

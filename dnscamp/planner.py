@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator
 
+from dnscamp.limits import MAX_UNITS
 from dnscamp.spec import CampaignSpec, SpecError
 from vantage_agent.kind import Unit
 from vantage_agent.records import Vantage
-
-MAX_UNITS = 1_000_000  # default bound of a plan's size (units); `--max-units` raises it
 
 
 def unit_id(vantage: str, profile: str | None, kind: str, target: str, rep: int) -> str:

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 
-import psycopg
-import sqlalchemy.exc
 import typer
 from typer.core import TyperGroup
 
-from collectors.ingest import IngestError, StoreUnavailable
-from db import engine
 from dnscamp.errors import die
-from dnscamp.opendata import archive as arc
 from vantage_agent.errors import first_line
 
 
@@ -46,6 +41,11 @@ def write_command(
 ) -> None:
     """Write CAMPAIGN's records as Parquet files kind=<kind>/day=<UTC day>/part-0000.parquet
     and manifest.json (rows, bytes, sha256 per file; schema version; the views' columns)."""
+    import psycopg
+
+    from db import engine
+    from dnscamp.opendata import archive as arc
+
     try:
         with psycopg.connect(engine.database_url("owner")) as conn:
             m = arc.write(conn, campaign, dest)
@@ -64,6 +64,8 @@ def write_command(
 def verify_command(src: str = typer.Argument(..., help="Archive directory or s3://bucket/prefix.")) -> None:
     """Check an archive against its manifest: every file present, listed, of its size and
     sha256, readable Parquet with its row count. Exit 2 with one line naming the first bad file."""
+    from dnscamp.opendata import archive as arc
+
     try:
         _, _, m = arc.verify(src)
     except arc.ArchiveError as exc:
@@ -82,7 +84,12 @@ def restore_command(
     refused whole, naming the file); records go through the normal ingest (dedup by id and
     content hash) and Atlas raw results through the Atlas ingest (unique per result), so
     restoring twice adds nothing."""
-    from db import migrate
+    import psycopg
+    import sqlalchemy.exc
+
+    from collectors.ingest import IngestError, StoreUnavailable
+    from db import engine, migrate
+    from dnscamp.opendata import archive as arc
 
     try:
         migrate.upgrade(engine.sqlalchemy_url("owner"))  # a new store gets its schema first

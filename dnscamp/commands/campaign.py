@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from dnscamp import planner, report
 from dnscamp.errors import die
-from dnscamp.spec import SpecError, load
+from dnscamp.limits import MAX_UNITS
+
+if TYPE_CHECKING:
+    from dnscamp import planner
+    from dnscamp.spec import SpecError
 
 app = typer.Typer(help="Campaign specs: validate, plan, run.", no_args_is_help=True)
 
 
 MAX_UNITS_OPT = typer.Option(
-    planner.MAX_UNITS, "--max-units", min=1,
+    MAX_UNITS, "--max-units", min=1,
     help="Refuse a plan with more units than this (a spec typo can multiply a plan into millions).",
 )  # fmt: skip
 
@@ -28,6 +32,8 @@ def _refuse(exc: SpecError):
 
 
 def _load(spec_path: Path):
+    from dnscamp.spec import SpecError, load
+
     try:
         return load(spec_path)
     except SpecError as exc:
@@ -35,6 +41,9 @@ def _load(spec_path: Path):
 
 
 def _plan(s, run: str, max_units: int) -> planner.Plan:
+    from dnscamp import planner
+    from dnscamp.spec import SpecError
+
     try:
         return planner.plan(s, run, max_units=max_units)
     except SpecError as exc:
@@ -97,8 +106,9 @@ def run_cmd(
     its first unit and kept until the run ends; host kinds run in the dnscamp process in
     their turn. The run directory's executed.ndjson has one line per unit as it starts
     (unit id, plan order, start time, where it ran)."""
-    from dnscamp import campaign
+    from dnscamp import campaign, report
     from dnscamp.commands.ingest import ingest_errors, say_quarantined
+    from dnscamp.spec import SpecError
 
     s = _load(spec)
     options = campaign.RunOptions(run_id=run_id, spool_dir=spool, ingest=ingest,
@@ -135,6 +145,7 @@ def report_cmd(
 ) -> None:
     """Print the report of a campaign from the SQL views."""
     from db import engine
+    from dnscamp import report
 
     sections = report.gather(engine.database_url("reader"), campaign, run_id)
     if as_json:

@@ -6,13 +6,8 @@ import json
 import logging
 import sys
 
-import psycopg
-import sqlalchemy.exc
 import typer
 
-from collectors import s3
-from collectors.ingest import IngestError
-from db import engine, migrate
 from dnscamp.errors import die
 from vantage_agent.errors import first_line
 
@@ -29,6 +24,13 @@ def collect_command(
     collected_objects. Killed at any point, the same command again stores every record
     exactly once; two collectors at once split the objects. Exit 3 when a pass quarantined
     something, 1 when the store cannot be reached."""
+    import psycopg
+    import sqlalchemy.exc
+
+    from collectors import s3
+    from collectors.ingest import IngestError
+    from db import engine, migrate
+
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
         migrate.upgrade(engine.sqlalchemy_url("owner"))

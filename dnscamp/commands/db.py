@@ -10,11 +10,9 @@ import shutil
 import subprocess
 import sys
 
-import psycopg
 import typer
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from db import embedded, engine, migrate
+from db.errors import StoreError
 from dnscamp.errors import die
 from vantage_agent.errors import first_line
 
@@ -28,7 +26,7 @@ def _one_line_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except engine.StoreError as exc:
+        except StoreError as exc:
             die(str(exc), code=1)
 
     return wrapper
@@ -38,6 +36,8 @@ def _one_line_errors(fn):
 @_one_line_errors
 def up() -> None:
     """Start the embedded Postgres (initialising it the first time) and migrate it."""
+    from db import embedded, engine, migrate
+
     if engine.external_url():
         typer.echo("DNSCAMP_DATABASE_URL is set: using that database (nothing to start)")
     else:
@@ -51,6 +51,8 @@ def up() -> None:
 @_one_line_errors
 def down() -> None:
     """Stop the embedded Postgres (data is kept)."""
+    from db import embedded, engine
+
     if engine.external_url():
         die("DNSCAMP_DATABASE_URL is set: dnscamp does not stop an external database")
     typer.echo("stopped" if embedded.down() else "not running")
@@ -61,6 +63,10 @@ def down() -> None:
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is the store up, which schema revision, how many records. Exit 0 only when it connected,
     1 (with a one-line reason on stderr) when the store is unreachable."""
+    import psycopg
+
+    from db import embedded, engine, migrate
+
     info: dict = {"external": bool(engine.external_url())}
     if not info["external"]:
         c = embedded.cluster()
@@ -99,6 +105,8 @@ def _print(info: dict, as_json: bool) -> None:
 @_one_line_errors
 def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revision.")) -> None:
     """Apply migrations (default: the head; the history is linear)."""
+    from db import engine, migrate
+
     migrate.upgrade(engine.sqlalchemy_url("owner"), target)
     typer.echo(f"schema at {', '.join(migrate.current_heads())}")
 
@@ -107,6 +115,8 @@ def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revis
 @_one_line_errors
 def url(role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
     """Print the libpq connection URL of the store for ROLE."""
+    from db import engine
+
     if role not in ("owner", "writer", "reader"):
         die(f"--role: unknown role {role!r} (owner, writer, reader)")
     typer.echo(engine.database_url(role))
@@ -116,6 +126,8 @@ def url(role: str = typer.Option("owner", help="owner | writer | reader")) -> No
 @_one_line_errors
 def psql(ctx: typer.Context, role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
     """Open psql on the store (extra arguments go to psql, e.g. -c 'SELECT ...')."""
+    from db import embedded, engine
+
     if role not in ("owner", "writer", "reader"):
         die(f"--role: unknown role {role!r} (owner, writer, reader)")
     exe = None if engine.external_url() else embedded.cluster().bin("psql")
@@ -129,6 +141,8 @@ def psql(ctx: typer.Context, role: str = typer.Option("owner", help="owner | wri
 def _without_password(url: str) -> tuple[str, dict]:
     """psql's argv is visible to every local user (ps): a password from the URL (external
     stores) goes into the child's environment instead, readable by its own user only."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     params = conninfo_to_dict(url)
     env = dict(os.environ)
     password = params.pop("password", None)

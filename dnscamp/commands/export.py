@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psycopg
 import typer
 from typer.core import TyperGroup
 
-from db import engine
 from dnscamp.errors import die
-from dnscamp.opendata import export as exp
 from vantage_agent.errors import first_line
 
 
@@ -42,6 +39,11 @@ def export_command(
     or <view>.csv for every reader view with a campaign column, and schema.json (columns,
     types, units). Every format writes README.md (files, columns and units, licence, versions,
     the campaign spec)."""
+    import psycopg
+
+    from db import engine
+    from dnscamp.opendata import export as exp
+
     try:
         info = exp.export(engine.database_url("owner"), engine.database_url("reader"), campaign, out, fmt,
                           licence=licence, spec=spec)  # fmt: skip

@@ -16,7 +16,6 @@ from pathlib import Path
 import typer
 
 from dnscamp.errors import UsageError, die
-from dnscamp.spec import SpecError, load
 
 app = typer.Typer(help="The cloud fleet of a campaign's ec2 vantages: render, plan, apply, destroy, status, cost.",
                   no_args_is_help=True)
@@ -30,6 +29,8 @@ YES = typer.Option(False, "--yes", "-y", help="Do not ask before creating or des
 
 
 def _spec(path: Path):
+    from dnscamp.spec import SpecError, load
+
     try:
         return load(path), path.read_text()
     except SpecError as exc:

@@ -6,12 +6,14 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import typer
 
-from collectors.ingest import IngestError, IngestStats, StoreUnavailable
 from dnscamp.errors import die
+
+if TYPE_CHECKING:
+    from collectors.ingest import IngestStats
 
 MAX_REASONS = 20
 
@@ -32,6 +34,8 @@ def run_ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
 def ingest_errors() -> Iterator[None]:
     """An ingest's errors as one line: exit 1 when the store stopped or cannot be reached
     (committed batches are kept), exit 2 for a path that cannot be ingested."""
+    from collectors.errors import IngestError, StoreUnavailable
+
     try:
         yield
     except StoreUnavailable as exc:

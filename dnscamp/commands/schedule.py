@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from dnscamp import schedule as sch
 from dnscamp.commands.agent import BUCKET_OPT, VANTAGE_OPT, shipper
 from dnscamp.commands.campaign import _load
 from dnscamp.errors import die
@@ -34,6 +33,8 @@ def install(spec: Path = SPEC_ARG) -> None:
     """Write /etc/cron.d/dnscamp-<campaign> (root; DNSCAMP_CRON_D overrides the directory) or a
     marked block in your crontab (DNSCAMP_CRONTAB overrides the command). Replaces a previous
     install of the same campaign; touches nothing else."""
+    from dnscamp import schedule as sch
+
     s = _scheduled(spec)
     try:
         where = sch.install(s.campaign.schedule, s.campaign.name, spec, paths.home())
@@ -48,6 +49,8 @@ def install(spec: Path = SPEC_ARG) -> None:
 @app.command("list")
 def list_cmd(spec: Path = SPEC_ARG) -> None:
     """Print the campaign's installed cron line(s) (nothing when not installed; exit 1)."""
+    from dnscamp import schedule as sch
+
     s = _scheduled(spec)
     lines = sch.installed(s.campaign.name)
     for ln in lines:
@@ -58,6 +61,8 @@ def list_cmd(spec: Path = SPEC_ARG) -> None:
 @app.command("remove")
 def remove(spec: Path = SPEC_ARG) -> None:
     """Remove the campaign's cron entry (only that one)."""
+    from dnscamp import schedule as sch
+
     s = _scheduled(spec)
     typer.echo(f"removed {s.campaign.name}" if sch.remove(s.campaign.name) else f"{s.campaign.name}: not installed")
 
@@ -72,6 +77,8 @@ def fire(
     """What cron runs (under flock -n): jitter, run or resume the campaign in a supervised
     child, stop it at max_runtime_s (unfinished units become timeout records), ship. Logs to
     $DNSCAMP_HOME/logs/<campaign>.log (rotated by size)."""
+    from dnscamp import schedule as sch
+
     for f in ENV_FILES:
         sch.load_env_file(paths.home() / f)  # an absolute path stays itself
     s = _scheduled(spec)
@@ -91,6 +98,8 @@ def fire(
 @app.command("skipped")
 def skipped(spec: Path = SPEC_ARG, code: int = typer.Option(..., help="flock's exit code.")) -> None:
     """Log a firing that did not run (cron runs this when flock -n fails)."""
+    from dnscamp import schedule as sch
+
     s = _load(spec)
     log = sch.firing_log(paths.home(), s.campaign.name)
     if code == sch.SKIPPED:

@@ -28,15 +28,17 @@ import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
-import psycopg
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from dnscamp.opendata import codec, pgarrow
+
+if TYPE_CHECKING:
+    import psycopg
 
 FORMAT = "dnscamp.archive/1"
 MANIFEST = "manifest.json"
@@ -150,6 +152,8 @@ def _atlas_view_defs(conn: psycopg.Connection) -> dict[str, str]:
 
 
 def _store_revision(conn: psycopg.Connection) -> list[str]:
+    import psycopg
+
     try:
         with conn.transaction():
             return sorted(r[0] for r in conn.execute("SELECT version_num FROM alembic_version").fetchall())
@@ -393,6 +397,8 @@ def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src:
 def _restore_atlas(url: str, atlas: dict[str, list[dict]], raw_files: dict[str, Path]):
     """Measurement roles and discovery upserted, probe places inserted where missing, raw results through collectors.atlas_ingest
     (sagan parses them again; a result already stored is a duplicate)."""
+    import psycopg
+
     from atlas.discovery import Discovered
     from collectors import atlas_store
     from collectors.atlas_ingest import AtlasIngestStats, ingest_files

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import orjson
-import psycopg
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROWS_PER_BATCH = 50_000
 ARROW = {
