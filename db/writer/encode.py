@@ -17,10 +17,12 @@ import operator
 import re
 import struct
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import orjson
-import psycopg
+
+if TYPE_CHECKING:  # the archive reads the column lists without loading the database driver
+    import psycopg
 
 # PostgreSQL binary COPY (https://www.postgresql.org/docs/current/sql-copy.html, "Binary Format"):
 # signature, flags, header extension length; per row a field count, then per field its
