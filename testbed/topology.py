@@ -468,7 +468,7 @@ def build(profiles: list[Profile], run_dir: Path, backbone_rtt_ms: float = DEFAU
 
 
 def services_hook():
-    """``testbed.services.start_all`` if that module exists (the servers engineer's hook)."""
+    """``testbed.services.start_all`` if that module exists (the servers' hook)."""
     if importlib.util.find_spec("testbed.services") is None:
         return None
     mod = importlib.import_module("testbed.services")

@@ -1,4 +1,4 @@
-"""Shipping a vantage's completed runs to the results bucket (issue 14; `dnscamp agent ship`).
+"""Shipping a vantage's completed runs to the results bucket (`dnscamp agent ship`).
 
 Each unit file of a completed run (``<spool>/<campaign>/<run>/<unit>.jsonl``, complete.json
 present) is uploaded as ``results/<campaign>/<vantage>/<run>/<unit>.jsonl.gz`` with a

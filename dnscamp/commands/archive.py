@@ -1,5 +1,5 @@
 """`dnscamp archive`: a campaign's records as Parquet (zstd, Hive-partitioned kind=/day=) with
-a manifest, to a directory or s3://bucket/prefix; `archive restore` loads one back (issue 19).
+a manifest, to a directory or s3://bucket/prefix; `archive restore` loads one back.
 docs/archive.md."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`dnscamp dashboards`: Grafana dashboards as code (dashboards/, issue 15)."""
+"""`dnscamp dashboards`: Grafana dashboards as code (dashboards/)."""
 
 from __future__ import annotations
 

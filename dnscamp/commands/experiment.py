@@ -1,5 +1,5 @@
-"""`dnscamp experiment list|run NAME|report NAME`: the seed papers' experiments (issue 17,
-docs/experiments.md)."""
+"""`dnscamp experiment list|run NAME|report NAME`: the seed papers' experiments
+(docs/experiments.md)."""
 
 from __future__ import annotations
 

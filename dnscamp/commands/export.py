@@ -1,4 +1,4 @@
-"""`dnscamp export`: a campaign's records as open data (issues 16, 19): jsonl (the records as
+"""`dnscamp export`: a campaign's records as open data: jsonl (the records as
 ingested), parquet or csv (one file per reader view), with a README (docs/archive.md)."""
 
 from __future__ import annotations

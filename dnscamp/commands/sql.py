@@ -1,6 +1,6 @@
 """`dnscamp sql [--archive SRC] "SELECT ..."`: the same SQL over the store (as the reader
 role) or over a Parquet archive with DuckDB, whose views have the store's names and columns
-(issue 19; docs/archive.md)."""
+(docs/archive.md)."""
 
 from __future__ import annotations
 

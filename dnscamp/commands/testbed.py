@@ -225,7 +225,7 @@ def check(
         raise SystemExit(1)
 
 
-# --- testbed servers (issue 4; testbed/services, owned by the servers engineer) ---------------
+# --- testbed servers (testbed/services) -------------------------------------------------------
 @app.command("flush-caches")
 def flush_caches(as_json: bool = typer.Option(False, "--json", help="Print the flushed resolvers as JSON.")) -> None:
     """Empty the caches of both testbed resolvers (ISP and public Unbound: records, negative

@@ -1,4 +1,4 @@
-"""Replays of the seed papers' controlled experiments (issue 17, docs/experiments.md).
+"""Replays of the seed papers' controlled experiments (docs/experiments.md).
 
 An experiment is one or more campaign specs under ``campaigns/experiments/`` (a sibling
 ``<stem>-reduced.toml`` is the small version the testbed tests run) plus an analysis that

@@ -1,4 +1,4 @@
-"""Open data and the archive tier (issues 16, 19): records as Parquet (the archive, `dnscamp
+"""Open data and the archive tier: records as Parquet (the archive, `dnscamp
 archive`), exports of a campaign (`dnscamp export`), and SQL over an archive with DuckDB
 (`dnscamp sql`). docs/archive.md describes the layout and the manifest.
 

@@ -1,4 +1,4 @@
-"""`dnscamp export`: a campaign as open data (issues 16, 19).
+"""`dnscamp export`: a campaign as open data.
 
 - ``jsonl``: ``records/<kind>.jsonl``, the records JSON-equal to what was ingested
   (db.records.iter_records), which `dnscamp ingest` takes back;

@@ -35,7 +35,7 @@ def dnscamp(*args: str, check: bool = True, timeout: float = 300, env: dict | No
 
 
 class Testbed:
-    """Handle on the running island (what other engineers' testbed tests use)."""
+    """Handle on the running island (what the testbed tests use)."""
 
     def __init__(self, token: str, profiles: list[str]):
         from vantage_agent.paths import testbed_dir

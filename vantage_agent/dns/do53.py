@@ -1,7 +1,7 @@
 """Do53: classic DNS over UDP (``UdpClient``, transport ``do53``) and TCP (``TcpClient``,
 transport ``do53-tcp``).
 
-Choice (issue 5): the WWW'20 tool used getdns for Do53 (002_6fa4cf280535d36b.txt §3.1.2). We
+Choice: the WWW'20 tool used getdns for Do53 (002_6fa4cf280535d36b.txt §3.1.2). We
 use our own sockets with dnspython only for building and parsing messages, because getdns'
 API returns after the whole lookup (no send timestamp, its own scheduler between our clock and
 the socket) and hides the retry schedule. Here ``t_query_sent`` is stamped right after the

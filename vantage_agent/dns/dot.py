@@ -1,6 +1,6 @@
 """DoT: DNS over TLS (RFC 7858), port 853, ALPN ``dot``.
 
-Choice (issue 5): the WWW'20 tool used getdns for DoT (002_6fa4cf280535d36b.txt §3.1.2). getdns
+Choice: the WWW'20 tool used getdns for DoT (002_6fa4cf280535d36b.txt §3.1.2). getdns
 cannot give what this engine must record: its API exposes no connect / handshake-done / sent
 timestamps, its ``idle_timeout`` only fires while an event loop runs (with the sync API the
 connection is reused forever), and the Python binding has no CA-file option

@@ -25,7 +25,7 @@ of them, so without a warm-up whichever transport's unit happens to run first wo
 recursion for every name (in the default campaign on fiber that put DoH3's median at 1.78 RTT
 against 1.04–1.08 for the others). Each unit therefore first resolves each of its names once
 over the resolver's Do53 endpoint (or, if it has none, over its own transport on a separate
-connection), untimed and unrecorded; the fidelity figures (issue 5) assume a warm cache too.
+connection), untimed and unrecorded; the fidelity figures assume a warm cache too.
 ``cache_warmed`` in every record says whether that happened and all warm-up queries got an
 answer. ``warm_cache = false`` measures cold-cache behaviour instead. The warm-up always uses
 our engine (it is not measured); ``engine`` chooses who makes the timed queries.
@@ -71,7 +71,7 @@ class DnsQueryParams(BaseModel):
     doh_method: Literal["POST", "GET"] | None = None  # None: POST for doh, GET for doh3 (docs/dns.md)
     warm_cache: bool = True
     engine: Literal["dnscamp", "getdns"] = registry.DEFAULT_ENGINE
-    # Open-loop load (vantage_agent/dns/load.py; issue 17 experiment 1, head-of-line blocking)
+    # Open-loop load (vantage_agent/dns/load.py; experiment 1, head-of-line blocking)
     arrival: Literal["sequential", "poisson"] = "sequential"
     rate_per_s: float | None = Field(None, gt=0, le=10000)
     unique_names: bool = False

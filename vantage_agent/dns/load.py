@@ -1,4 +1,4 @@
-"""Open-loop load over ONE connection (issue 17, experiment 1: head-of-line blocking,
+"""Open-loop load over ONE connection (experiment 1: head-of-line blocking,
 003_b61199a6a5b37f70.txt §3): queries arrive on a Poisson schedule (``rate_per_s``, seeded)
 and each is sent when it arrives, without waiting for the answers of earlier ones; answers are
 matched back to their queries (DNS id for Do53 and DoT, QUIC stream for DoQ, the libcurl

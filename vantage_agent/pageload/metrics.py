@@ -1,7 +1,7 @@
 """Per-load metrics from the browser's own timing APIs (W3C Navigation / Resource / Paint
 Timing and Largest Contentful Paint), read with one async script after the load event.
 
-What is kept (issue 6 §4): the full Navigation Timing entry; FP and FCP; LCP where the
+What is kept: the full Navigation Timing entry; FP and FCP; LCP where the
 browser gives it; one Resource Timing entry per resource with its DNS / connect / TLS phase
 timestamps and ``nextHopProtocol``; the onLoad page-load time; unique hostnames and DNS
 lookups per page. Timestamps stay timestamps (ms since navigation start, the entries' own

@@ -1,4 +1,4 @@
-"""Body of ``atlas`` records: one offline RIPE Atlas pipeline run on the testbed (issue 7).
+"""Body of ``atlas`` records: one offline RIPE Atlas pipeline run on the testbed.
 
 The Atlas results themselves live in the atlas_* tables (raw + parsed, migration 0005_atlas);
 this record says what the run found: the discovery check, the RTT errors against the

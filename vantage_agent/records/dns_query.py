@@ -21,7 +21,7 @@ Transport = Literal["do53", "do53-tcp", "dot", "doh", "doh3", "doq"]
 
 class DnsQueryBody(Frozen):
     # A unit that could not start (setup_error) records what was asked and null for what was
-    # never known (address, port, t_start, ...): no placeholder values (issue 12).
+    # never known (address, port, t_start, ...): no placeholder values.
     resolver: str | None = Field(None, description="Catalog name of the resolver (cloudflare, testbed-isp, local, ...).")
     transport: Transport | None = Field(description="null only when the unit's target names no known transport.")
     address: str | None = Field(description="Resolver address queried; null if never resolved (setup_error).")
