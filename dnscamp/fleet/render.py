@@ -1,5 +1,5 @@
 """Campaign spec -> infra/build/<campaign>/main.tf.json (Terraform JSON syntax), the root module
-of the fleet (docs/fleet.md, interface in the issue-13 notes):
+of the fleet (docs/fleet.md):
 
 - one aliased ``aws`` provider per region the spec uses (alias = region with '-' -> '_');
 - ``module.results_bucket`` in the home region; one ``module.vantage_<vantage>_<alias>`` per

@@ -2,7 +2,7 @@
 (the only definition of that query), how to draw it (matplotlib, SVG) and, where the paper
 gives numbers, the paper's number beside ours (cited by seed file and section).
 
-Seeds: /work/shared/seeds/README.md. Every query reads the reader views with the report's
+Seeds: the seed papers' README (their files are cited by name). Every query reads the reader views with the report's
 filters (dnscamp/report.py: RUN_FILTER, ATLAS_FILTER)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Item:
 @dataclass(frozen=True)
 class Seed:
     key: str  # "000"
-    file: str  # the seed's file in /work/shared/seeds
+    file: str  # the seed paper's file name
     title: str
     takes: str  # what this page shows from it
     items: list[Item] = field(default_factory=list)

@@ -3,7 +3,7 @@
 Measured across exactly the access link (client namespace <-> an endpoint in dc-isp):
 UDP round trips, loss per direction, TCP goodput per direction, a QUIC handshake, and the
 link emulator's own lateness statistics. Configured values sit next to measured ones;
-``passed`` / ``failures`` say whether the issue-3 targets were met.
+``passed`` / ``failures`` say whether the link-fidelity targets were met.
 """
 
 from __future__ import annotations
