@@ -168,16 +168,6 @@ class AsnDb:
         return int(asn) if asn is not None else None
 
 
-def write_asn_db(path: str | Path, prefixes: dict[str, int]) -> Path:
-    """Write a pyasn IPASN text file (the testbed's own ASN database)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["; dnscamp testbed IPASN database (prefix<TAB>asn)"]
-    lines += [f"{p}\t{a}" for p, a in sorted(prefixes.items())]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def discover(
     probes: dict[int, str | None],
     *,

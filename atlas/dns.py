@@ -14,7 +14,6 @@ entry holding ``result: {"abuf", "rt", "size", ...}`` or ``error: {"timeout": ms
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +23,7 @@ from ripe.atlas.cousteau import Dns
 from ripe.atlas.sagan.dns import DnsResult
 
 from atlas.definitions import ONEOFF_FACTOR, Definition, DefinitionError
-from atlas.result import OFFLINE_FW, Header, header, opt_int, opt_str, sagan
+from atlas.result import Header, header, opt_int, opt_str, sagan
 from vantage_agent import errors
 
 TYPE = "dns"
@@ -178,62 +177,3 @@ def parse(raw: dict, h: Header | None = None) -> list[DnsRow]:
     return rows
 
 
-def abuf_for(message_wire: bytes) -> str:
-    """Base64 of a DNS message, as Atlas stores it in ``abuf``."""
-    return base64.b64encode(message_wire).decode()
-
-
-# -- emitting --------------------------------------------------------------------------------------
-def response(
-    *,
-    dst_addr: str,
-    src_addr: str,
-    abuf: bytes | None,
-    rt_ms: float | None,
-    subid: int = 1,
-    submax: int = 1,
-    timestamp: int,
-    timeout_ms: int = 5000,
-    proto: str = "UDP",
-) -> dict:
-    r: dict = {
-        "af": 6 if ":" in dst_addr else 4,
-        "dst_addr": dst_addr,
-        "lts": 10,
-        "proto": proto,
-        "src_addr": src_addr,
-        "subid": subid,
-        "submax": submax,
-        "time": timestamp,
-    }
-    if abuf is None:
-        r["error"] = {"timeout": timeout_ms}
-    else:
-        import dns.message  # dnspython (absolute import)
-
-        try:
-            m = dns.message.from_wire(abuf)
-            counts = {"ANCOUNT": len(m.answer), "ARCOUNT": len(m.additional), "ID": m.id,
-                      "NSCOUNT": len(m.authority), "QDCOUNT": len(m.question)}
-        except Exception:  # an undecodable answer is stored as it came
-            counts = {}
-        r["result"] = {**counts, "abuf": abuf_for(abuf), "rt": round(float(rt_ms or 0), 3),
-                       "size": len(abuf)}
-    return r
-
-
-def result(*, msm_id: int, prb_id: int, timestamp: int, from_addr: str, responses: list[dict],
-           fw: int = OFFLINE_FW) -> dict:
-    return {
-        "from": from_addr,
-        "fw": fw,
-        "group_id": msm_id,
-        "lts": 10,
-        "msm_id": msm_id,
-        "msm_name": "Tdig",
-        "prb_id": prb_id,
-        "resultset": responses,
-        "stored_timestamp": timestamp,
-        "timestamp": timestamp,
-        "type": "dns",
-    }

@@ -14,15 +14,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from ripe.atlas.cousteau import Ping
 from ripe.atlas.sagan.ping import PingResult
 
 from atlas.definitions import ONEOFF_FACTOR, Definition, DefinitionError
-from atlas.result import OFFLINE_FW, Header, header, opt_int, opt_str, sagan
+from atlas.result import Header, header, opt_int, opt_str, sagan
 from atlas.spec import AtlasSpec
-from vantage_agent import errors
+from vantage_agent import atlas_json, errors
 
 TYPE = "ping"
 
@@ -114,52 +113,6 @@ def parse(raw: dict, h: Header | None = None) -> PingRow:
     )
 
 
-# -- emitting --------------------------------------------------------------------------------------
-def result(
-    *,
-    msm_id: int,
-    prb_id: int,
-    timestamp: int,
-    src_addr: str,
-    dst_addr: str,
-    rtts: Sequence[float | None],
-    dst_name: str | None = None,
-    from_addr: str | None = None,
-    ttl: int = 64,
-    size: int = 48,
-    fw: int = OFFLINE_FW,
-) -> dict:
-    got = [float(x) for x in rtts if x is not None]
-    packets = [{"rtt": round(float(x), 3), "ttl": ttl} if x is not None else {"x": "*"} for x in rtts]
-    return {
-        "af": 6 if ":" in dst_addr else 4,
-        "avg": round(sum(got) / len(got), 6) if got else -1,
-        "dst_addr": dst_addr,
-        "dst_name": dst_name or dst_addr,
-        "dup": 0,
-        "from": from_addr or src_addr,
-        "fw": fw,
-        "group_id": msm_id,
-        "lts": 10,
-        "max": round(max(got), 3) if got else -1,
-        "min": round(min(got), 3) if got else -1,
-        "msm_id": msm_id,
-        "msm_name": "Ping",
-        "prb_id": prb_id,
-        "proto": "ICMP",
-        "rcvd": len(got),
-        "result": packets,
-        "sent": len(rtts),
-        "size": size,
-        "src_addr": src_addr,
-        "step": None,
-        "stored_timestamp": timestamp,
-        "timestamp": timestamp,
-        "ttl": ttl,
-        "type": "ping",
-    }
-
-
 def server_pings(spec: AtlasSpec, resolvers: list[str], *, src_addr: str, msm_id: int) -> list[dict]:
     """RTT_Server: five pings from this host (our server) to each resolver, as Atlas JSON."""
     from vantage_agent.ping import PingParams
@@ -172,6 +125,6 @@ def server_pings(spec: AtlasSpec, resolvers: list[str], *, src_addr: str, msm_id
             rtts = list(run_ping(params, res).rtts_ms)
         except errors.MeasurementError:
             rtts = [None] * spec.ping.packets  # stored as a timeout result, never dropped
-        out.append(result(msm_id=msm_id, prb_id=0, timestamp=int(time.time()), src_addr=src_addr,
-                          dst_addr=res, rtts=rtts, fw=0))
+        out.append(atlas_json.ping_result(msm_id=msm_id, prb_id=0, timestamp=int(time.time()), src_addr=src_addr,
+                                      dst_addr=res, rtts=rtts, fw=0))
     return out

@@ -20,7 +20,6 @@ from vantage_agent import errors
 
 # Fields every Atlas result carries, whatever the firmware (sagan's Result base class).
 REQUIRED = ("type", "prb_id", "timestamp")
-OFFLINE_FW = 5080  # the firmware number our own emitted results claim (format of fw 5xxx)
 
 
 class NotAnAtlasResult(ValueError):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from atlas.discovery import write_asn_db
+from testbed.atlas_probes.asndb import write_asn_db
 from vantage_agent.stats import median
 
 SERVER_ADDR = "10.90.0.10"

@@ -1,4 +1,4 @@
-"""The Atlas-like probes' measurements, each result in RIPE Atlas JSON (atlas.dns / atlas.ping):
+"""The Atlas-like probes' measurements, each result in RIPE Atlas JSON (vantage_agent.atlas_json):
 phase 1, a DNS query from every probe through its resolver; phase 2, after discovery, the three
 ping sets (probe → server, probe → discovered resolver, our server → each resolver)."""
 
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from atlas import dns, ping
+from vantage_agent import atlas_json
 from testbed.atlas_probes.island import SERVER_ADDR, SERVER_ZONE, Island, in_netns
 
 PING_COUNT = 5
@@ -56,9 +56,9 @@ def dns_phase(island: Island, msm: dict[str, int], label: str) -> list[dict]:
     for p in island.probes:
         qname = f"{p.prb_id}-{ts}.{label}.{SERVER_ZONE}."
         abuf, rt = _dns_query(island.ns("p", p.prb_id), p.probe_addr, p.resolver, qname)
-        resp = dns.response(dst_addr=p.resolver, src_addr=p.probe_addr, abuf=abuf, rt_ms=rt, timestamp=ts)
-        out.append(dns.result(msm_id=msm["resolver_dns"], prb_id=p.prb_id, timestamp=ts,
-                              from_addr=p.probe_addr, responses=[resp]))
+        resp = atlas_json.dns_response(dst_addr=p.resolver, src_addr=p.probe_addr, abuf=abuf, rt_ms=rt, timestamp=ts)
+        out.append(atlas_json.dns_result(msm_id=msm["resolver_dns"], prb_id=p.prb_id, timestamp=ts,
+                                           from_addr=p.probe_addr, responses=[resp]))
     return out
 
 
@@ -68,15 +68,15 @@ def ping_phase(island: Island, msm: dict[str, int], discovered: dict[int, str]) 
     for p in island.probes:
         pns = island.ns("p", p.prb_id)
         ts = int(time.time())
-        rows.append(ping.result(msm_id=msm["probe_server"], prb_id=p.prb_id, timestamp=ts,
-                                src_addr=p.probe_addr, dst_addr=SERVER_ADDR, rtts=_ping(pns, SERVER_ADDR)))
+        rows.append(atlas_json.ping_result(msm_id=msm["probe_server"], prb_id=p.prb_id, timestamp=ts,
+                                           src_addr=p.probe_addr, dst_addr=SERVER_ADDR, rtts=_ping(pns, SERVER_ADDR)))
         res = discovered.get(p.prb_id)
         if res:
-            rows.append(ping.result(msm_id=msm["probe_resolver"], prb_id=p.prb_id, timestamp=ts,
-                                    src_addr=p.probe_addr, dst_addr=res, rtts=_ping(pns, res)))
+            rows.append(atlas_json.ping_result(msm_id=msm["probe_resolver"], prb_id=p.prb_id, timestamp=ts,
+                                               src_addr=p.probe_addr, dst_addr=res, rtts=_ping(pns, res)))
     for res in sorted(set(discovered.values())):  # our agent on the server: RTT_Server
-        rows.append(ping.result(msm_id=msm["server_resolver"], prb_id=0, timestamp=int(time.time()),
-                                src_addr=SERVER_ADDR, dst_addr=res, rtts=_ping(island.ns("s"), res)))
+        rows.append(atlas_json.ping_result(msm_id=msm["server_resolver"], prb_id=0, timestamp=int(time.time()),
+                                           src_addr=SERVER_ADDR, dst_addr=res, rtts=_ping(island.ns("s"), res)))
     return rows
 
 

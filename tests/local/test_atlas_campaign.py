@@ -10,11 +10,10 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from atlas import dns as atlas_dns
-from atlas import ping as atlas_ping
-from atlas.discovery import write_asn_db
 from collectors import atlas_store
 from collectors.atlas_ingest import ingest_results
+from testbed.atlas_probes.asndb import write_asn_db
+from vantage_agent import atlas_json
 
 pytestmark = pytest.mark.local
 
@@ -48,12 +47,12 @@ query_log = "{log}"
     lines = []
     for prb, frm, res, direct, dnsrtt in ((1, "192.0.2.1", "127.0.0.2", 40.0, 5.0), (2, "198.51.100.1", "127.0.0.3", 30.0, 3.0)):
         q = dns.message.make_query(f"{prb}-1700000000.rab.dnstest.example.com.", "A")
-        rows.append(atlas_dns.result(msm_id=11, prb_id=prb, timestamp=1700000000, from_addr=frm, responses=[
-            atlas_dns.response(dst_addr="10.0.0.1", src_addr="10.0.0.2", abuf=dns.message.make_response(q).to_wire(),
+        rows.append(atlas_json.dns_result(msm_id=11, prb_id=prb, timestamp=1700000000, from_addr=frm, responses=[
+            atlas_json.dns_response(dst_addr="10.0.0.1", src_addr="10.0.0.2", abuf=dns.message.make_response(q).to_wire(),
                               rt_ms=12.0, timestamp=1700000000)]))
-        rows.append(atlas_ping.result(msm_id=12, prb_id=prb, timestamp=1700000000, src_addr=frm, dst_addr="127.0.0.1",
+        rows.append(atlas_json.ping_result(msm_id=12, prb_id=prb, timestamp=1700000000, src_addr=frm, dst_addr="127.0.0.1",
                                      rtts=[direct] * 5))
-        rows.append(atlas_ping.result(msm_id=13, prb_id=prb, timestamp=1700000100, src_addr=frm, dst_addr=res,
+        rows.append(atlas_json.ping_result(msm_id=13, prb_id=prb, timestamp=1700000100, src_addr=frm, dst_addr=res,
                                      rtts=[dnsrtt] * 5))
         lines.append(json.dumps({"src": res, "qname": f"{prb}-1700000000.rab.dnstest.example.com."}))
     log.write_text("\n".join(lines) + "\n")

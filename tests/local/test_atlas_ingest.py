@@ -10,10 +10,10 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from atlas import ping as atlas_ping
 from atlas.discovery import Discovered
 from collectors import atlas_store
 from collectors.atlas_ingest import ingest_files, ingest_results
+from vantage_agent import atlas_json
 
 pytestmark = pytest.mark.local
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "atlas"
@@ -84,11 +84,11 @@ def _campaign(url, campaign, truth):
             res, addr = f"10.90.{prb}.53", f"10.90.{prb}.2"
             atlas_store.save_discovery(c, campaign, [Discovered(prb, addr, res, res, 64500 + prb,
                                                           64500 + prb if same else 15169, "query_log", None)])
-            rows.append(atlas_ping.result(msm_id=base + 1, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
+            rows.append(atlas_json.ping_result(msm_id=base + 1, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
                                          dst_addr="10.90.0.10", rtts=[r - 0.2, r + 0.2, r, None, r]))
-            rows.append(atlas_ping.result(msm_id=base + 2, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
+            rows.append(atlas_json.ping_result(msm_id=base + 2, prb_id=prb, timestamp=1_700_000_000, src_addr=addr,
                                          dst_addr=res, rtts=[d] * 5))
-            rows.append(atlas_ping.result(msm_id=base + 3, prb_id=0, timestamp=1_700_000_000, src_addr="10.90.0.10",
+            rows.append(atlas_json.ping_result(msm_id=base + 3, prb_id=0, timestamp=1_700_000_000, src_addr="10.90.0.10",
                                          dst_addr=res, rtts=[s] * 5))
     ingest_results(rows, url, source=f"test:{campaign}")
 

@@ -8,8 +8,9 @@ from ripe.atlas.sagan import Result
 
 from atlas import dns as atlas_dns
 from atlas import ping as atlas_ping
-from atlas import result as atlas_result
-from atlas.discovery import AsnDb, discover, from_query_log, from_whoami, parse_query_log_line, probe_qname, write_asn_db
+from atlas.discovery import AsnDb, discover, from_query_log, from_whoami, parse_query_log_line, probe_qname
+from testbed.atlas_probes.asndb import write_asn_db
+from vantage_agent import atlas_json
 
 pytestmark = pytest.mark.unit
 ZONE = "dnstest.example.com"
@@ -51,8 +52,8 @@ def test_whoami_and_asn_filter(tmp_path):
     q = dns.message.make_query("whoami.akamai.net.", "A")
     r = dns.message.make_response(q)
     r.answer.append(dns.rrset.from_text("whoami.akamai.net.", 0, "IN", "A", "192.0.2.53"))
-    raw = atlas_dns.result(msm_id=5, prb_id=7, timestamp=1700000000, from_addr="192.0.2.2", responses=[
-        atlas_dns.response(dst_addr="192.0.2.1", src_addr="192.0.2.2", abuf=r.to_wire(), rt_ms=4.2, timestamp=1700000000)])
+    raw = atlas_json.dns_result(msm_id=5, prb_id=7, timestamp=1700000000, from_addr="192.0.2.2", responses=[
+        atlas_json.dns_response(dst_addr="192.0.2.1", src_addr="192.0.2.2", abuf=r.to_wire(), rt_ms=4.2, timestamp=1700000000)])
     who = from_whoami(atlas_dns.parse(raw))
     assert who == {7: "192.0.2.53"}
     db = AsnDb(write_asn_db(tmp_path / "ipasn.dat", {"192.0.2.0/24": 64501, "198.51.100.0/24": 15169}))
@@ -66,23 +67,23 @@ def test_offline_ping_and_dns_results_round_trip_through_sagan():
     import dns.message
     import dns.rrset
 
-    p = atlas_ping.result(msm_id=9, prb_id=3, timestamp=1700000000, src_addr="10.90.3.2", dst_addr="10.90.0.10",
+    p = atlas_json.ping_result(msm_id=9, prb_id=3, timestamp=1700000000, src_addr="10.90.3.2", dst_addr="10.90.0.10",
                          rtts=[10.5, None, 11.5, 10.0, 12.0])
     r = Result.get(p)
-    assert r.firmware == atlas_result.OFFLINE_FW and r.packets_sent == 5 and r.packets_received == 4
+    assert r.firmware == atlas_json.OFFLINE_FW and r.packets_sent == 5 and r.packets_received == 4
     assert [x.rtt for x in r.packets] == [10.5, None, 11.5, 10.0, 12.0]
     row = atlas_ping.parse(p)
     assert row.status == "ok" and row.avg == pytest.approx(11.0)
-    lost = atlas_ping.parse(atlas_ping.result(msm_id=9, prb_id=4, timestamp=1700000000, src_addr="a", dst_addr="10.0.0.1",
+    lost = atlas_ping.parse(atlas_json.ping_result(msm_id=9, prb_id=4, timestamp=1700000000, src_addr="a", dst_addr="10.0.0.1",
                                              rtts=[None] * 5))
     assert lost.status == "timeout" and lost.avg is None
     q = dns.message.make_query("3-1700000000.rx.qs.whoami.test.", "A")
     resp = dns.message.make_response(q)
     resp.answer.append(dns.rrset.from_text(q.question[0].name, 0, "IN", "A", "10.90.3.54"))
-    d = atlas_dns.result(msm_id=8, prb_id=3, timestamp=1700000000, from_addr="10.90.3.2", responses=[
-        atlas_dns.response(dst_addr="10.90.3.53", src_addr="10.90.3.2", abuf=resp.to_wire(), rt_ms=7.25,
+    d = atlas_json.dns_result(msm_id=8, prb_id=3, timestamp=1700000000, from_addr="10.90.3.2", responses=[
+        atlas_json.dns_response(dst_addr="10.90.3.53", src_addr="10.90.3.2", abuf=resp.to_wire(), rt_ms=7.25,
                           timestamp=1700000000),
-        atlas_dns.response(dst_addr="10.90.3.99", src_addr="10.90.3.2", abuf=None, rt_ms=None, subid=2,
+        atlas_json.dns_response(dst_addr="10.90.3.99", src_addr="10.90.3.2", abuf=None, rt_ms=None, subid=2,
                           timestamp=1700000000)])
     sr = Result.get(d)
     assert sr.responses[0].abuf.answers[0].address == "10.90.3.54" and sr.responses[0].response_time == 7.25

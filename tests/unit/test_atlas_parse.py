@@ -10,6 +10,7 @@ import pytest
 from atlas import dns as atlas_dns
 from atlas import ping as atlas_ping
 from atlas import result as atlas_result
+from vantage_agent import atlas_json
 
 pytestmark = pytest.mark.unit
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "atlas"
@@ -60,7 +61,7 @@ def test_servfail_and_undecodable_abuf_are_statuses():
     resp = dns.message.make_response(q)
     resp.set_rcode(dns.rcode.SERVFAIL)
     raw = {"type": "dns", "prb_id": 1, "msm_id": 2, "timestamp": 1700000000, "fw": 5080, "dst_addr": "10.0.0.1",
-           "af": 4, "proto": "UDP", "result": {"abuf": atlas_dns.abuf_for(resp.to_wire()), "rt": 3.2, "size": 30}}
+           "af": 4, "proto": "UDP", "result": {"abuf": atlas_json.abuf_for(resp.to_wire()), "rt": 3.2, "size": 30}}
     (row,) = atlas_dns.parse(raw)
     assert row.status == "servfail" and row.rcode == "SERVFAIL"
     raw["result"]["abuf"] = "AAAA"

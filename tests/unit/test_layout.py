@@ -605,12 +605,13 @@ def test_the_migration_check_catches_a_planted_import(tmp_path, line):
     assert migration_violations(tmp_path / "0100_clean.py") == []
 
 
-# --- atlas/ and testbed/ stand below the store ---------------------------------------------------
+# --- atlas/ and testbed/ stand below the store, testbed/ below atlas/ -----------------------------
 # atlas/ holds definitions, parsing and analysis by measurement type: no store writes (those are
 # collectors/atlas_store.py), no emulated probes (testbed/atlas_probes/) and nothing of the CLI.
-# testbed/ builds the emulated Internet and writes files (the Atlas-like probes' RIPE Atlas JSON):
-# it never reaches into the store or the CLI. Module-level, function-level and by-name imports all count.
-BELOW = {"atlas": ("collectors", "db", "testbed", "dnscamp"), "testbed": ("collectors", "db", "dnscamp")}
+# testbed/ builds the emulated Internet and writes files (the Atlas-like probes' RIPE Atlas JSON,
+# written by vantage_agent/atlas_json.py, the floor both stand on): it never reaches into atlas/,
+# the store or the CLI. Module-level, function-level and by-name imports all count.
+BELOW = {"atlas": ("collectors", "db", "testbed", "dnscamp"), "testbed": ("atlas", "collectors", "db", "dnscamp")}
 
 
 def layering_violations(root: Path, folder: str, forbidden: tuple[str, ...]) -> list[tuple[str, str]]:
