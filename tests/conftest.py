@@ -91,8 +91,8 @@ def _drop_database(name: str) -> None:
 @pytest.fixture()
 def fresh_db(db_url: str) -> str:
     """A new, migrated, empty database for one test (copied from the session's template): for
-    tests that change the schema, roles or grants (migrations, DDL) or need a database of their
-    own; any other test takes `empty_db`."""
+    tests that change the schema or grants (migrations, DDL) or need a database of their own;
+    any other test takes `empty_db`."""
     name = f"t_{os.getpid()}_{next(_counter)}"
     yield _copy_of_template(name)
     _drop_database(name)
@@ -172,8 +172,9 @@ def _store(db_url: str):
 @pytest.fixture()
 def empty_db(_store: list) -> str:
     """The URL of a migrated store with nothing in it: the session's working copy of the
-    template, emptied by TRUNCATE before the test (~50 ms, where a new database costs a copy of
-    the template). A test that changes the schema here fails: it takes `fresh_db`."""
+    template, emptied by TRUNCATE before the test (where `fresh_db` copies the template and drops
+    the copy for every test). A test that changes the schema or grants here fails: it takes
+    `fresh_db`."""
     store = _store[0]
     store.empty()
     yield store.url
@@ -181,4 +182,4 @@ def empty_db(_store: list) -> str:
         # The next test gets a clean copy whatever this one did.
         _drop_database(store.name)
         _store[0] = _Store()
-        pytest.fail("this test changed the schema, roles or grants of the shared store: it takes `fresh_db`")
+        pytest.fail("this test changed the schema or grants of the shared store: it takes `fresh_db`")
