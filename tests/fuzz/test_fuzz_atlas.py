@@ -109,14 +109,14 @@ def run_example(url: str, tmp: Path, items: list, layout: str, gz: bool, v: S.Vi
     v.check(all(s in statuses for (s,) in raw), f"raw row status outside the taxonomy: {[s for (s,) in raw if s not in statuses][:3]}")
 
 
-def test_atlas_ingest_contract(fresh_db, tmp_path):
+def test_atlas_ingest_contract(empty_db, tmp_path):
     n = []
 
     @settings(max_examples=examples(200))
     @given(st.lists(atlas_item(), min_size=1, max_size=25), st.sampled_from(("lines", "array")), st.booleans())
     def prop(items: list, layout: str, gz: bool) -> None:
         v = S.Violations()
-        run_example(fresh_db, tmp_path, items, layout, gz, v)
+        run_example(empty_db, tmp_path, items, layout, gz, v)
         n.append(len(items))
         if v.found:
             v.found = {f"{k} (items: {json.dumps(items)[:1500]})": x for k, x in v.found.items()}

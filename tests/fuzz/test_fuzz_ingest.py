@@ -149,14 +149,14 @@ def _has_resolved(c: psycopg.Connection) -> bool:
     return _RESOLVED["v"]
 
 
-def test_ingest_contract(fresh_db, tmp_path):
+def test_ingest_contract(empty_db, tmp_path):
     seen = []
 
     @settings(max_examples=examples(LINES // (PER_EXAMPLE[0] - 4) + 1))
     @given(S.batches(*PER_EXAMPLE), st.integers(0, 4), st.booleans())
     def prop(lines: list[S.Line], gz: int, final_newline: bool) -> None:
         v = S.Violations()
-        seen.append(run_example(fresh_db, tmp_path, lines, gz == 0, final_newline, v))
+        seen.append(run_example(empty_db, tmp_path, lines, gz == 0, final_newline, v))
         v.raise_any()
 
     prop()

@@ -24,10 +24,10 @@ runner = CliRunner()
 
 
 @pytest.fixture()
-def demo_db(fresh_db, monkeypatch) -> str:
-    load_demo(fresh_db)
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
-    return fresh_db
+def demo_db(empty_db, monkeypatch) -> str:
+    load_demo(empty_db)
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(empty_db)["dbname"])
+    return empty_db
 
 
 def stored(url: str) -> dict[str, dict]:

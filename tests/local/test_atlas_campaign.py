@@ -18,12 +18,12 @@ from vantage_agent import atlas_json
 pytestmark = pytest.mark.local
 
 
-def test_discover_phase2_server_ping_quicsocks(fresh_db, tmp_path, monkeypatch):
+def test_discover_phase2_server_ping_quicsocks(empty_db, tmp_path, monkeypatch):
     import dns.message
 
     from dnscamp.cli import app
 
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     asn = write_asn_db(tmp_path / "ipasn.dat", {"127.0.0.0/24": 64500, "127.0.1.0/24": 64501, "192.0.2.0/24": 64500,
                                                 "198.51.100.0/24": 64501})
     log = tmp_path / "queries.log"
@@ -40,7 +40,7 @@ query_log = "{log}"
     # phase 1 results: probe 1 (192.0.2.1, AS 64500) uses resolver 127.0.0.2 (same AS);
     # probe 2 (198.51.100.1, AS 64501) uses 127.0.0.3, which is in AS 64500 (a "public" one)
     rows = []
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         atlas_store.register_measurement(c, 11, campaign="loop", role="resolver_dns")
         atlas_store.register_measurement(c, 12, campaign="loop", role="probe_server")
         atlas_store.register_measurement(c, 13, campaign="loop", role="probe_resolver")
@@ -56,7 +56,7 @@ query_log = "{log}"
                                      rtts=[dnsrtt] * 5))
         lines.append(json.dumps({"src": res, "qname": f"{prb}-1700000000.rab.dnstest.example.com."}))
     log.write_text("\n".join(lines) + "\n")
-    ingest_results(rows, fresh_db, source="test")
+    ingest_results(rows, empty_db, source="test")
     r = CliRunner().invoke(app, ["atlas", "discover", str(spec), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"campaign": "loop", "discovered": 2, "isp_resolver": 1, "methods": {"query_log": 2}}

@@ -160,12 +160,12 @@ def test_submit_does_not_retry_a_500(fake):
     assert len(fake.seen) == 1  # a POST that may have created something is never repeated
 
 
-def test_cli_submit_and_fetch_never_show_the_key(fake, tmp_path, monkeypatch, caplog, fresh_db):
+def test_cli_submit_and_fetch_never_show_the_key(fake, tmp_path, monkeypatch, caplog, empty_db):
     from dnscamp.cli import app
 
     monkeypatch.setenv("RIPE_ATLAS_KEY", SECRET)
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(fake.cert))
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     fake.script[("POST", "/api/v2/measurements/")] = [(201, API / "create_201.json")]
     fake.script[("GET", "/api/v2/measurements/91000002/results")] = [(200, _results_array(tmp_path))]
     caplog.set_level("DEBUG")
@@ -179,7 +179,7 @@ def test_cli_submit_and_fetch_never_show_the_key(fake, tmp_path, monkeypatch, ca
     for text in (r1.stdout, r1.stderr, r2.stdout, r2.stderr, caplog.text, out.read_text()):
         assert SECRET not in text
     assert fake.seen[0]["headers"]["Authorization"] == f"Key {SECRET}"
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         roles = c.execute("SELECT msm_id, role, campaign FROM atlas_measurements ORDER BY msm_id").fetchall()
     assert roles == [(91000001, "resolver_dns", "quicsocks-de"), (91000002, "probe_server", "quicsocks-de")]
 

@@ -24,44 +24,44 @@ def q(url, sql, *args):
         return c.execute(sql, args).fetchall()
 
 
-def test_fixtures_of_every_firmware_are_stored_twice_is_a_noop(fresh_db):
+def test_fixtures_of_every_firmware_are_stored_twice_is_a_noop(empty_db):
     files = [FIX / "sagan_ping.jsonl", FIX / "sagan_dns.jsonl"]
-    s = ingest_files(files, fresh_db)
+    s = ingest_files(files, empty_db)
     assert s.as_json() == {"ingested": 14, "duplicates": 0, "quarantined": 0, "by_type": {"ping": 8, "dns": 6}}
-    again = ingest_files(files, fresh_db)
+    again = ingest_files(files, empty_db)
     assert again.as_json()["ingested"] == 0 and again.duplicates == 14
-    assert q(fresh_db, "SELECT count(*) FROM atlas_results_raw")[0][0] == 14
+    assert q(empty_db, "SELECT count(*) FROM atlas_results_raw")[0][0] == 14
     # per-packet RTTs with lost packets as NULL, the buggy fw-4600 result as a timeout
-    rows = dict(q(fresh_db, "SELECT fw, status FROM v_atlas_ping WHERE prb_id = 202 ORDER BY fw"))
+    rows = dict(q(empty_db, "SELECT fw, status FROM v_atlas_ping WHERE prb_id = 202 ORDER BY fw"))
     assert rows == {4550: "ok", 4570: "ok", 4600: "timeout"}
-    (rtts,) = q(fresh_db, "SELECT rtts_ms FROM v_atlas_ping WHERE fw = 4550")[0]
+    (rtts,) = q(empty_db, "SELECT rtts_ms FROM v_atlas_ping WHERE fw = 4550")[0]
     assert rtts == [None, None, 27.301]
-    dns = q(fresh_db, "SELECT resolver, status, rcode FROM v_atlas_dns WHERE prb_id = 2793 ORDER BY subid")
+    dns = q(empty_db, "SELECT resolver, status, rcode FROM v_atlas_dns WHERE prb_id = 2793 ORDER BY subid")
     assert dns == [("208.70.244.7", "ok", "NOERROR"), ("208.70.245.7", "ok", "NOERROR"),
                    ("2001:4860:4860::8888", "timeout", None)]
-    (answers,) = q(fresh_db, "SELECT answers FROM v_atlas_dns WHERE fw = 4460")[0]
+    (answers,) = q(empty_db, "SELECT answers FROM v_atlas_dns WHERE fw = 4460")[0]
     assert answers[0]["data"]["Address"] == "194.150.168.100"
-    (raw,) = q(fresh_db, "SELECT raw FROM atlas_results_raw WHERE fw = 4460 AND type = 'ping'")[0]
+    (raw,) = q(empty_db, "SELECT raw FROM atlas_results_raw WHERE fw = 4460 AND type = 'ping'")[0]
     assert raw["result"][0]["rtt"] == pytest.approx(43.87)
 
 
-def test_only_non_atlas_values_are_quarantined(fresh_db, tmp_path):
+def test_only_non_atlas_values_are_quarantined(empty_db, tmp_path):
     good = json.loads((FIX / "sagan_ping.jsonl").read_text().splitlines()[2])
     traceroute = {"type": "traceroute", "msm_id": 5001, "prb_id": 9, "timestamp": 1700000000, "fw": 5080,
                   "dst_addr": "192.0.2.1", "result": []}
     arr = tmp_path / "arr.json"
     arr.write_text(json.dumps([good, {"schema": "dnscamp.result/1"}, traceroute, "hello"]))
-    s = ingest_files([arr], fresh_db)
+    s = ingest_files([arr], empty_db)
     assert s.as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 2, "by_type": {"ping": 1, "dns": 0, "traceroute": 1}}
-    rows = q(fresh_db, "SELECT line, reason FROM quarantine ORDER BY line")
+    rows = q(empty_db, "SELECT line, reason FROM quarantine ORDER BY line")
     assert [r[0] for r in rows] == [2, 4]
     assert "type" in rows[0][1] and "not a JSON object" in rows[1][1]
 
 
-def test_cli_ingest_json_and_exit_codes(fresh_db, tmp_path, monkeypatch):
+def test_cli_ingest_json_and_exit_codes(empty_db, tmp_path, monkeypatch):
     from dnscamp.cli import app
 
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     r = CliRunner().invoke(app, ["atlas", "ingest", str(FIX / "sagan_dns.jsonl"), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"ingested": 6, "duplicates": 0, "quarantined": 0, "by_type": {"ping": 0, "dns": 6}}
@@ -93,17 +93,17 @@ def _campaign(url, campaign, truth):
     ingest_results(rows, url, source=f"test:{campaign}")
 
 
-def test_quicsocks_from_the_view_and_cli(fresh_db, monkeypatch):
+def test_quicsocks_from_the_view_and_cli(empty_db, monkeypatch):
     truth = {1: (5, 20, 30, True), 2: (12, 20, 61, True), 3: (4, 30, 30, True), 4: (2, 1, 90, False)}
-    _campaign(fresh_db, "qs", truth)
-    rows = q(fresh_db, "SELECT prb_id, rtt_dns_ms, rtt_server_ms, rtt_direct_ms, isp_resolver, saving_ms, "
+    _campaign(empty_db, "qs", truth)
+    rows = q(empty_db, "SELECT prb_id, rtt_dns_ms, rtt_server_ms, rtt_direct_ms, isp_resolver, saving_ms, "
                        "status_quo_retry_ms FROM v_quicsocks_savings WHERE campaign = 'qs' ORDER BY prb_id")
     assert [r[0] for r in rows] == [1, 2, 3, 4]
     assert rows[0][1:6] == pytest.approx((5, 20, 30, True, 10)) and rows[0][6] == pytest.approx(65)
     assert rows[3][4] is False
     from dnscamp.cli import app
 
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     r = CliRunner().invoke(app, ["atlas", "quicsocks", "--campaign", "qs", "--json"])
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)

@@ -68,11 +68,11 @@ def _both(url: str, files: list[Path], block: int) -> tuple[list, list]:
 
 
 @pytest.mark.parametrize("kind", ["nul", "nan", "int4"])
-def test_a_refused_result_in_a_block_is_handled_as_alone_and_the_block_is_kept(fresh_db, tmp_path, kind):
+def test_a_refused_result_in_a_block_is_handled_as_alone_and_the_block_is_kept(empty_db, tmp_path, kind):
     items = RESULTS[:6] + [_poisoned(kind)] + RESULTS[6:8] + [RESULTS[7], RESULTS[0]] + RESULTS[8:]
     f = tmp_path / "in.jsonl"
     f.write_text("".join(json.dumps(x) + "\n" for x in items) + "{not json\n")
-    (old, _, old_rows), (new, redone, new_rows) = _both(fresh_db, [f], block=5)
+    (old, _, old_rows), (new, redone, new_rows) = _both(empty_db, [f], block=5)
     assert new == old and new_rows == old_rows
     assert redone == [1, 1]  # only the block holding the poisoned result was redone, in both runs
     first = new[0]
@@ -88,27 +88,27 @@ def test_a_refused_result_in_a_block_is_handled_as_alone_and_the_block_is_kept(f
         assert "rejected by the store" in new_rows["quarantine"][0]["reason"]
 
 
-def test_fixtures_in_blocks_equal_the_per_result_path_without_redoing(fresh_db):
+def test_fixtures_in_blocks_equal_the_per_result_path_without_redoing(empty_db):
     files = [FIX / "sagan_ping.jsonl", FIX / "sagan_dns.jsonl"]
-    (old, _, old_rows), (new, redone, new_rows) = _both(fresh_db, files, block=3)
+    (old, _, old_rows), (new, redone, new_rows) = _both(empty_db, files, block=3)
     assert new == old and new_rows == old_rows and redone == [0, 0]
     assert new_rows["ping"] and new_rows["dns"] and new_rows["latest"]  # the 0017 trigger fired on COPY
     assert new[1]["duplicates"] == 14 and new[1]["ingested"] == 0
 
 
-def test_ingest_results_in_blocks_counts_a_repeated_result_once(fresh_db):
-    s = ingest_results(RESULTS + RESULTS[:3], fresh_db, source="mem", block=4)
+def test_ingest_results_in_blocks_counts_a_repeated_result_once(empty_db):
+    s = ingest_results(RESULTS + RESULTS[:3], empty_db, source="mem", block=4)
     assert (s.ingested, s.duplicates, s.quarantined, s.blocks_redone) == (14, 3, 0, 0)
 
 
-def test_json_lines_split_on_newline_only(fresh_db, tmp_path):
+def test_json_lines_split_on_newline_only(empty_db, tmp_path):
     r = copy.deepcopy(PING)
     r["dst_name"] = "a\u2028b\u2029c\x85d"  # valid raw inside a JSON string; str.splitlines() splits there
     f = tmp_path / "seps.jsonl"
     f.write_bytes((json.dumps(r, ensure_ascii=False) + "\r\n" + json.dumps(RESULTS[0]) + "\n").encode())
     assert [(n, v) for n, v, _ in iter_items(f)] == [(1, r), (2, RESULTS[0])]
-    s = ingest_files([f], fresh_db)
+    s = ingest_files([f], empty_db)
     assert (s.ingested, s.quarantined) == (2, 0)
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT raw ->> 'dst_name' FROM atlas_results_raw WHERE source_line = 1").fetchone()[0] == \
             r["dst_name"]

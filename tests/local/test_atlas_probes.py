@@ -54,17 +54,17 @@ def _ingest_sagan_pings(url: str, campaign: str) -> None:
     assert st.ingested == 8
 
 
-def test_cli_stores_the_campaigns_probes_and_the_reader_sees_them(fake, fresh_db, monkeypatch):
+def test_cli_stores_the_campaigns_probes_and_the_reader_sees_them(fake, empty_db, monkeypatch):
     from dnscamp.cli import app
 
-    _ingest_sagan_pings(fresh_db, "geo")  # probes 165, 202, 270, 677, 1216
+    _ingest_sagan_pings(empty_db, "geo")  # probes 165, 202, 270, 677, 1216
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(fake.cert))
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     fake.script[("GET", "/api/v2/probes/")] = PAGES
     r = CliRunner().invoke(app, ["atlas", "probes", "--campaign", "geo", "--server", fake.server, "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"campaign": "geo", "probes": 5, "stored": 4, "unknown": [1216]}
-    with psycopg.connect(reader_url(fresh_db)) as c:
+    with psycopg.connect(reader_url(empty_db)) as c:
         rows = c.execute("SELECT prb_id, country_code, asn_v4, lat, lon, status, source FROM v_atlas_probes"
                          " WHERE campaign = 'geo' ORDER BY prb_id").fetchall()
     assert [probes.ProbeMeta(*row) for row in rows] == WANT
@@ -74,14 +74,14 @@ def test_cli_stores_the_campaigns_probes_and_the_reader_sees_them(fake, fresh_db
     assert r.exit_code == 2 and "no Atlas results ingested" in r.stderr and len(fake.seen) == n
 
 
-def test_a_refetch_replaces_and_the_roles_hold(fresh_db):
-    with psycopg.connect(engine.database_url("writer", dbname=fresh_db.split("/")[3].split("?")[0])) as w:
+def test_a_refetch_replaces_and_the_roles_hold(empty_db):
+    with psycopg.connect(engine.database_url("writer", dbname=empty_db.split("/")[3].split("?")[0])) as w:
         atlas_store.save_probes(w, "c", WANT[:1])
         atlas_store.save_probes(w, "c", [probes.ProbeMeta(165, "DE", 3320, 52.0, 13.0, "Disconnected", "atlas_api")])
         assert w.execute("SELECT lat, lon, status FROM atlas_probes").fetchall() == [(52.0, 13.0, "Disconnected")]
         with pytest.raises(psycopg.errors.CheckViolation):  # latitude and longitude swapped: off the globe
             atlas_store.save_probes(w, "c", [probes.ProbeMeta(166, None, None, 152.5, 13.4, None, "atlas_api")])
-    with psycopg.connect(reader_url(fresh_db)) as r:
+    with psycopg.connect(reader_url(empty_db)) as r:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             r.execute("SELECT * FROM atlas_probes")  # readers read views only
 
@@ -95,12 +95,12 @@ def _geomap(url: str) -> tuple[list[str], list[tuple]]:
         return [d.name for d in cur.description], cur.fetchall()
 
 
-def test_the_geomap_places_each_analysed_demo_probe_at_its_site_with_its_saving(fresh_db):
-    load_demo(fresh_db)
-    cols, rows = _geomap(fresh_db)
+def test_the_geomap_places_each_analysed_demo_probe_at_its_site_with_its_saving(empty_db):
+    load_demo(empty_db)
+    cols, rows = _geomap(empty_db)
     assert len(rows) == 16  # the demo's probes behind an ISP resolver (the Table I panel's 16)
     sites = tb_sites.sites()
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         saving = dict(c.execute("SELECT prb_id, saving_ms FROM v_quicsocks_savings WHERE campaign = %s",
                                 (ATLAS_CAMPAIGN,)).fetchall())
     for row in rows:
@@ -110,15 +110,15 @@ def test_the_geomap_places_each_analysed_demo_probe_at_its_site_with_its_saving(
         assert r["saving_ms"] == saving[r["prb_id"]]
 
 
-def test_the_geomap_is_empty_without_probe_metadata_and_skips_unplaced_probes(fresh_db):
-    load_demo(fresh_db)
-    with psycopg.connect(fresh_db) as c:
+def test_the_geomap_is_empty_without_probe_metadata_and_skips_unplaced_probes(empty_db):
+    load_demo(empty_db)
+    with psycopg.connect(empty_db) as c:
         c.execute("UPDATE atlas_probes SET lat = NULL, lon = NULL WHERE prb_id = 1")
-    cols, rows = _geomap(fresh_db)
+    cols, rows = _geomap(empty_db)
     assert len(rows) == 15 and 1 not in {r[cols.index("prb_id")] for r in rows}
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         c.execute("DELETE FROM atlas_probes")
-    assert _geomap(fresh_db)[1] == []
+    assert _geomap(empty_db)[1] == []
 
 
 def test_the_demo_registry_holds_the_sites_run_offline_would_store():

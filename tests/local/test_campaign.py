@@ -47,7 +47,7 @@ def records(run_dir: Path):
     return out
 
 
-def test_run_writes_one_file_per_unit_and_ingests(tmp_path, fresh_db):
+def test_run_writes_one_file_per_unit_and_ingests(tmp_path, empty_db):
     s = spec(reps=3, targets='["127.0.0.1", "localhost"]')
     summary = runner.run(s, spool_dir=tmp_path, show_progress=False)
     assert summary.units_total == 6 and summary.units_run == 6 and summary.statuses == {"ok": 6}
@@ -58,7 +58,7 @@ def test_run_writes_one_file_per_unit_and_ingests(tmp_path, fresh_db):
     assert (summary.run_dir / "complete.json").exists()
     plan = json.loads((summary.run_dir / "plan.json").read_text())
     assert plan["seed"] == 5 and len(plan["order"]) == 6
-    assert ingest([summary.run_dir], fresh_db).as_json() == {"ingested": 6, "duplicates": 0, "quarantined": 0}
+    assert ingest([summary.run_dir], empty_db).as_json() == {"ingested": 6, "duplicates": 0, "quarantined": 0}
 
 
 def test_udp_ping_to_closed_port_and_silent_server(tmp_path):

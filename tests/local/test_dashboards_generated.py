@@ -39,17 +39,17 @@ def _range(days: int) -> tuple[datetime, datetime]:
     return end - timedelta(days=days), end
 
 
-def test_every_panel_runs_on_the_generated_campaign(generated, fresh_db):
-    stored = gen.load(generated, fresh_db, workers=1)
+def test_every_panel_runs_on_the_generated_campaign(generated, empty_db):
+    stored = gen.load(generated, empty_db, workers=1)
     assert stored["records"] == {"ingested": 22_000, "duplicates": 0, "quarantined": 0}, stored
     selected = {"campaign": ("gen",), "atlas_campaign": ("gen/atlas",)}
-    results = run_panels(fresh_db, selected, _range(30))
+    results = run_panels(empty_db, selected, _range(30))
     assert len(results) == sum(len(dashboards.panel_list(d)) for d in BUILT.values())
     assert shape_problems(results) == []
     empty = {(name.replace("-public", ""), title) for (name, title), (_, rows) in results.items() if not rows}
     assert empty == EMPTY_ON_GENERATED
 
     # a week's window gives fewer rows than the month's wherever the panel is over time
-    week = run_panels(fresh_db, selected, _range(7))
+    week = run_panels(empty_db, selected, _range(7))
     over_time = [k for k, (cols, _) in results.items() if "time" in cols]
     assert over_time and all(len(week[k][1]) < len(results[k][1]) for k in over_time if results[k][1])

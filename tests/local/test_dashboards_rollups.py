@@ -38,16 +38,16 @@ def generated(tmp_path_factory) -> Path:
 
 
 @pytest.fixture()
-def store(generated, fresh_db):
-    assert gen.load(generated, fresh_db, workers=1)["records"]["ingested"] == 5_000
-    with psycopg.connect(fresh_db) as c:
+def store(generated, empty_db):
+    assert gen.load(generated, empty_db, workers=1)["records"]["ingested"] == 5_000
+    with psycopg.connect(empty_db) as c:
         dns = c.execute(f"SELECT started_at, {SERIES}, transport, {CONN}, status, total_ms, total_rtt_multiple, "
                         f"total_ip_bytes, coalesce(resolver, 'none'), coalesce(network_profile, 'none'), total_packets "
                         f"FROM v_dns_query").fetchall()
         loads = c.execute("SELECT started_at, dns_mode, browser, coalesce(network_profile, 'none'), http, dns_transport, "
                           "status, plt_ms FROM v_page_load").fetchall()
     assert len(dns) == 4_000 and len(loads) == 1_000
-    return fresh_db, dns, loads
+    return empty_db, dns, loads
 
 
 def _rank(values: list[float], q: float) -> float:

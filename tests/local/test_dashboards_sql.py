@@ -94,9 +94,9 @@ def shape_problems(results, built=BUILT) -> list[str]:
 
 
 @pytest.fixture()
-def demo_db(fresh_db):
-    load_demo(fresh_db)
-    return fresh_db
+def demo_db(empty_db):
+    load_demo(empty_db)
+    return empty_db
 
 
 def test_every_panel_runs_as_the_reader_and_returns_the_demo_campaigns_rows(demo_db):
@@ -176,18 +176,18 @@ def _ship_with_a_broken_line(client, bucket: str) -> str:
     return key
 
 
-def test_failure_and_collection_panels_with_failures_objects_and_quarantine(fresh_db, tmp_path):
+def test_failure_and_collection_panels_with_failures_objects_and_quarantine(empty_db, tmp_path):
     """The v1 fixtures' failures (timeout, servfail, http_error; a page load's dns_error) and a
     real S3 collection: the shipped object's broken line is quarantined under its key."""
-    ingest([V1 / "page_load.jsonl"], fresh_db, workers=1)
+    ingest([V1 / "page_load.jsonl"], empty_db, workers=1)
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="results")
         key = _ship_with_a_broken_line(client, "results")
-        stats = s3.collect("s3://results/results/", fresh_db, client=client, workdir=tmp_path)
+        stats = s3.collect("s3://results/results/", empty_db, client=client, workdir=tmp_path)
     assert stats.collected == 1 and stats.ingested == 13 and stats.quarantined == 1
     now = datetime.now(timezone.utc)
-    r = run_panels(fresh_db, {}, (datetime(2026, 11, 22, tzinfo=timezone.utc), now + timedelta(hours=1)))
+    r = run_panels(empty_db, {}, (datetime(2026, 11, 22, tzinfo=timezone.utc), now + timedelta(hours=1)))
     assert shape_problems(r) == []
     for key_ in EMPTY_ON_DEMO:
         assert r[key_][1], key_
@@ -200,7 +200,7 @@ def test_failure_and_collection_panels_with_failures_objects_and_quarantine(fres
     assert by["do53"]["timeout"] == by["do53"]["servfail"] == by["doh"]["http_error"] == 1
     # the rates come from the hourly rollup (v_dns_hourly): the same counts as the records say
     cols, rows = r[("dnscamp-failures.json", "Failure rate with counts")]
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         exact = c.execute("SELECT transport, coalesce(resolver, 'none'), coalesce(network_profile, 'none'), count(*),"
                           " count(*) FILTER (WHERE status <> 'ok') FROM v_dns_query GROUP BY 1, 2, 3").fetchall()
     assert sorted((*row[:3], row[cols.index("n")], row[cols.index("failed")]) for row in rows) == sorted(exact)
@@ -211,7 +211,7 @@ def test_failure_and_collection_panels_with_failures_objects_and_quarantine(fres
     assert [(row[0], row[1], row[cols.index("quarantined")]) for row in rows] == [("fixtures", "testbed-fiber", 1)]
     cols, rows = r[("dnscamp-health.json", "Quarantined lines by reason")]
     assert sum(row[cols.index("lines")] for row in rows) == 1
-    with psycopg.connect(reader_url(fresh_db)) as c:
+    with psycopg.connect(reader_url(empty_db)) as c:
         assert c.execute("SELECT campaign, vantage_id FROM v_quarantine").fetchall() == [("fixtures", "testbed-fiber")]
         assert key in c.execute("SELECT source_file FROM v_quarantine").fetchone()[0]
 

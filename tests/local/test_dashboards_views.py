@@ -20,8 +20,8 @@ def _reader(owner_url: str) -> str:
     return owner_url.replace("postgres@", f"{engine.READER}@", 1)
 
 
-def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(fresh_db):
-    load_demo(fresh_db)
+def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(empty_db):
+    load_demo(empty_db)
     reg = json.loads((DEMO / "atlas" / "registry.json").read_text())
     roles = {m["msm_id"]: m["role"] for m in reg["measurements"]}
     want: dict[int, int] = {}
@@ -31,7 +31,7 @@ def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(fresh_d
             cost = (ping_unit_cost(r["sent"], r["size"], oneoff=True) if typ == "ping"
                     else dns_unit_cost(r.get("proto", "UDP"), oneoff=True))
             want[r["msm_id"]] = want.get(r["msm_id"], 0) + cost
-    with psycopg.connect(_reader(fresh_db)) as c:
+    with psycopg.connect(_reader(empty_db)) as c:
         got = {m: (role, credits, charged) for m, role, credits, charged in c.execute(
             "SELECT msm_id, role, credits, charged FROM v_atlas_credits WHERE campaign = %s", (ATLAS_CAMPAIGN,))}
     assert {m: v[1] for m, v in got.items()} == want and sum(want.values()) > 0
@@ -39,8 +39,8 @@ def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(fresh_d
     assert not any(v[2] for v in got.values())  # the testbed's probes are offline: nothing charged
 
 
-def test_v_atlas_credits_charges_real_measurements_but_not_our_own_pings(fresh_db):
-    with psycopg.connect(fresh_db) as c:
+def test_v_atlas_credits_charges_real_measurements_but_not_our_own_pings(empty_db):
+    with psycopg.connect(empty_db) as c:
         for msm, role, definition in ((11, "probe_server", None), (12, "resolver_dns", {"is_oneoff": False}),
                                       (-5, "server_resolver", {"local": True})):
             c.execute("INSERT INTO atlas_measurements (msm_id, campaign, role, definition) VALUES (%s, 'c', %s, %s)",
@@ -50,23 +50,23 @@ def test_v_atlas_credits_charges_real_measurements_but_not_our_own_pings(fresh_d
         for i, (msm, typ, raw) in enumerate(rows):
             c.execute("INSERT INTO atlas_results_raw (campaign, msm_id, prb_id, timestamp, type, status, raw)"
                       " VALUES ('c', %s, %s, now(), %s, 'ok', %s)", (msm, i, typ, json.dumps(raw)))
-    with psycopg.connect(_reader(fresh_db)) as c:
+    with psycopg.connect(_reader(empty_db)) as c:
         got = {m: (n, cr, ch) for m, n, cr, ch in c.execute("SELECT msm_id, results, credits, charged FROM v_atlas_credits")}
     assert got == {11: (1, ping_unit_cost(3, 1600, oneoff=True), True),
                    12: (2, dns_unit_cost("TCP", oneoff=False) + dns_unit_cost("UDP", oneoff=False), True),
                    -5: (1, ping_unit_cost(5, 48, oneoff=True), False)}
 
 
-def test_v_collected_objects_and_v_quarantine_read_campaign_and_vantage_from_the_key(fresh_db):
+def test_v_collected_objects_and_v_quarantine_read_campaign_and_vantage_from_the_key(empty_db):
     key = "results/www20/aws-us-east-2-fiber/r-1/u-7.jsonl.gz"
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         for k in (key, "elsewhere/x.jsonl"):
             c.execute("INSERT INTO collected_objects (bucket, key, etag, size, ingested, duplicates, quarantined)"
                       " VALUES ('b', %s, 'e', 10, 3, 0, 1)", (k,))
         for src in (f"s3://b/{key}", "/var/spool/www20/r-1/u-7.jsonl"):
             c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, 4, 'invalid JSON: x', 'zz')",
                       (src,))
-    with psycopg.connect(_reader(fresh_db)) as c:
+    with psycopg.connect(_reader(empty_db)) as c:
         objs = c.execute("SELECT key, campaign, vantage_id, run, unit, quarantined FROM v_collected_objects ORDER BY key")
         assert objs.fetchall() == [("elsewhere/x.jsonl", None, None, None, None, 1),
                                    (key, "www20", "aws-us-east-2-fiber", "r-1", "u-7", 1)]

@@ -162,14 +162,14 @@ def test_kind_warm_up_goes_on_past_a_failed_name(servers):
     assert sorted(r.status for r in recs) == ["ok", "timeout"]  # the timed queries are recorded either way
 
 
-def test_view_derives_durations(env, tmp_path, fresh_db):
+def test_view_derives_durations(env, tmp_path, empty_db):
     from collectors.ingest import ingest
 
     p = dns(env, "-r", "loopback-fake", "-t", "do53,dot,doq", "-n", "a.example.test", "-c", "2", "--policy", "reuse",
             "--access-rtt-ms", "1")
     assert p.returncode == 0, p.stderr
-    ingest([tmp_path / "spool"], fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    ingest([tmp_path / "spool"], empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         rows = c.execute(
             "SELECT transport, connection_reused, connect_ms, handshake_ms, exchange_ms, total_ms, total_rtt_multiple,"
             " total_bytes, total_packets, total_ip_bytes FROM v_dns_query ORDER BY transport, sequence"

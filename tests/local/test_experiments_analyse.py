@@ -18,9 +18,9 @@ pytestmark = pytest.mark.local
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / "records"
 
 
-def test_fetch_rows_and_the_no_records_line(fresh_db):
-    ingest([DEMO], fresh_db)
-    with psycopg.connect(fresh_db) as conn:
+def test_fetch_rows_and_the_no_records_line(empty_db):
+    ingest([DEMO], empty_db)
+    with psycopg.connect(empty_db) as conn:
         campaign, run = conn.execute("SELECT campaign, run FROM v_dns_query LIMIT 1").fetchone()
         n = conn.execute("SELECT count(*) FROM v_dns_query WHERE campaign = %s AND run = %s", (campaign, run)).fetchone()[0]
         rows = common.fetch_rows(conn, "SELECT * FROM v_dns_query WHERE campaign = %s AND run = %s", {campaign: run})

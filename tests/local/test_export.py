@@ -27,10 +27,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 
 
 @pytest.fixture()
-def demo_db(fresh_db, monkeypatch) -> str:
-    load_demo(fresh_db)
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
-    return fresh_db
+def demo_db(empty_db, monkeypatch) -> str:
+    load_demo(empty_db)
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(empty_db)["dbname"])
+    return empty_db
 
 
 def export(*args: str):
@@ -59,37 +59,37 @@ def test_jsonl_export_is_json_equal_to_the_ingested_lines(demo_db, tmp_path):
     assert "licence: **CC-BY-4.0**" in readme and "campaign.toml" in readme and (tmp_path / "x" / "campaign.toml").is_file()
 
 
-def _reexport(fresh_db, monkeypatch, tmp_path, files: list[Path]) -> list[str]:
+def _reexport(empty_db, monkeypatch, tmp_path, files: list[Path]) -> list[str]:
     """Ingest ``files``, export every campaign as jsonl, ingest the exports again: the reasons
     of whatever was not a duplicate (an id_conflict: a record that did not come back equal)."""
-    first = ingest(files, fresh_db, workers=1)
+    first = ingest(files, empty_db, workers=1)
     assert first.ingested > 10
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"])
-    with psycopg.connect(fresh_db) as c:
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", psycopg.conninfo.conninfo_to_dict(empty_db)["dbname"])
+    with psycopg.connect(empty_db) as c:
         campaigns = [r[0] for r in c.execute("SELECT DISTINCT campaign FROM results ORDER BY 1")]
     total, reasons = 0, []
     for i, camp in enumerate(campaigns):
         code, out, err = export("--format", "jsonl", "--campaign", camp, str(tmp_path / f"e{i}"), "--json")
         assert code == 0, err
         total += sum(json.loads(out).values())
-        again = ingest([tmp_path / f"e{i}" / "records"], fresh_db, workers=1)
+        again = ingest([tmp_path / f"e{i}" / "records"], empty_db, workers=1)
         assert again.ingested == 0
         reasons += again.reasons
     assert total == first.ingested
     return reasons
 
 
-def test_jsonl_export_of_every_kinds_fixtures_reingests_as_duplicates(fresh_db, monkeypatch, tmp_path):
+def test_jsonl_export_of_every_kinds_fixtures_reingests_as_duplicates(empty_db, monkeypatch, tmp_path):
     """Every kind's v1 fixtures exported and ingested again: each a duplicate (same id and
     content hash), none an id_conflict."""
-    assert _reexport(fresh_db, monkeypatch, tmp_path, sorted((FIXTURES / "v1").glob("*.jsonl"))) == []
+    assert _reexport(empty_db, monkeypatch, tmp_path, sorted((FIXTURES / "v1").glob("*.jsonl"))) == []
 
 
-def test_jsonl_export_of_the_hostile_corpus_reingests_as_duplicates(fresh_db, monkeypatch, tmp_path):
+def test_jsonl_export_of_the_hostile_corpus_reingests_as_duplicates(empty_db, monkeypatch, tmp_path):
     """The adversarial corpora of issue 11 (every accepted line: -0.0, 1.7e308, huge
     navigation numbers, every code point class) come back exactly (failed before the compact
     store of migration 0012: jsonb's numeric turned -0.0 into 0.0 and 1.7e308 into an integer)."""
-    assert _reexport(fresh_db, monkeypatch, tmp_path, sorted((FIXTURES / "hostile").glob("*.jsonl"))) == []
+    assert _reexport(empty_db, monkeypatch, tmp_path, sorted((FIXTURES / "hostile").glob("*.jsonl"))) == []
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])

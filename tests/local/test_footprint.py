@@ -50,11 +50,11 @@ def _options(url: str) -> dict[str, list[str] | None]:
     return {r: sorted(o) if o else None for r, o in rows}
 
 
-def test_rollups_are_autovacuumed_early_and_the_writer_may_vacuum_them(fresh_db):
-    assert _options(fresh_db) == {t: EXPECTED for t in M0020.ROLLUPS}
-    assert _vacuum_warnings(fresh_db, M0020.ROLLUPS) == []
+def test_rollups_are_autovacuumed_early_and_the_writer_may_vacuum_them(empty_db):
+    assert _options(empty_db) == {t: EXPECTED for t in M0020.ROLLUPS}
+    assert _vacuum_warnings(empty_db, M0020.ROLLUPS) == []
     # the writer still may not vacuum what is not a rollup
-    assert len(_vacuum_warnings(fresh_db, ["dns_queries"])) == 1
+    assert len(_vacuum_warnings(empty_db, ["dns_queries"])) == 1
 
 
 def test_downgrade_takes_the_options_and_the_privilege_back(fresh_db):
@@ -83,7 +83,7 @@ def _pages(url: str, table: str) -> tuple[int, int]:
         return c.execute(f"SELECT pg_relation_size('{table}') / 8192, pg_relation_size('packed') / 8192").fetchone()
 
 
-def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db_url, tmp_path, monkeypatch):
+def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(empty_db, db_url, tmp_path, monkeypatch):
     """The writer's VACUUM between batches (what ingest does every VACUUM_EVERY batches) keeps
     dns_conn_daily within 1.5x its packed live rows; the same ingest without it (autovacuum off
     for the table, as when it has not come round yet) leaves it several times larger."""
@@ -91,8 +91,8 @@ def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # ~28 batches
     monkeypatch.setattr(ingest_mod, "VACUUM_EVERY", 10**9)  # the writer's VACUUM below only
     with psycopg.connect(db_url, autocommit=True) as c:  # a second store for the run without vacuum
-        name = f"{psycopg.conninfo.conninfo_to_dict(fresh_db)['dbname']}_novac"
-        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]}"')
+        name = f"{psycopg.conninfo.conninfo_to_dict(empty_db)['dbname']}_novac"
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{psycopg.conninfo.conninfo_to_dict(empty_db)["dbname"]}"')
     plain = engine.database_url("owner", dbname=name)
     try:
         with psycopg.connect(plain, autocommit=True) as c:
@@ -105,12 +105,12 @@ def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db
         def store_then_vacuum(target, chunk, parsed, stats):
             store(target, chunk, parsed, stats)
             batches.append(chunk)
-            assert _vacuum_warnings(fresh_db, M0020.ROLLUPS) == []
+            assert _vacuum_warnings(empty_db, M0020.ROLLUPS) == []
 
         monkeypatch.setattr(ingest_mod, "_store", store_then_vacuum)
-        ingest([records], _writer(fresh_db), workers=1)
+        ingest([records], _writer(empty_db), workers=1)
         assert len(batches) > 20
-        vacuumed, packed = _pages(fresh_db, "dns_conn_daily")
+        vacuumed, packed = _pages(empty_db, "dns_conn_daily")
         grown, packed_plain = _pages(plain, "dns_conn_daily")
         assert packed == packed_plain and packed >= 5
         assert vacuumed <= 1.5 * packed, (vacuumed, packed)
@@ -120,13 +120,13 @@ def test_rollups_vacuumed_between_batches_stay_near_their_live_rows(fresh_db, db
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_ingest_vacuums_the_rollups_every_few_batches(fresh_db, tmp_path, monkeypatch):
+def test_ingest_vacuums_the_rollups_every_few_batches(empty_db, tmp_path, monkeypatch):
     records = _dense_campaign(tmp_path / "records")
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)
     monkeypatch.setattr(ingest_mod, "VACUUM_EVERY", 2)
-    st = ingest([records], _writer(fresh_db), workers=1)
+    st = ingest([records], _writer(empty_db), workers=1)
     assert st.ingested == 4000
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'dns_conn_daily'").fetchone()[0] > 10
-    vacuumed, packed = _pages(fresh_db, "dns_conn_daily")
+    vacuumed, packed = _pages(empty_db, "dns_conn_daily")
     assert vacuumed <= 1.5 * packed, (vacuumed, packed)

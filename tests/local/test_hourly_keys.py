@@ -98,13 +98,13 @@ def _sa(url: str) -> str:
     return url.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def test_hourly_views_equal_the_records_through_every_write_path(fresh_db, records, monkeypatch):
+def test_hourly_views_equal_the_records_through_every_write_path(empty_db, records, monkeypatch):
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # many batches: a key's hour in several
-    st = ingest([records], fresh_db, workers=1)
+    st = ingest([records], empty_db, workers=1)
     assert st.ingested > 4000
-    sizes = check(fresh_db)
+    sizes = check(empty_db)
     assert sizes["hourly"] > 200 and sizes["hist"] > 1000
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT max(n) FROM dns_hourly").fetchone()[0] > 10
         assert c.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] > 10
         # keys with NULLs (a record without a profile, resolver or transport) are one key each
@@ -119,13 +119,13 @@ def test_hourly_views_equal_the_records_through_every_write_path(fresh_db, recor
         keys = c.execute("SELECT count(*) FROM dns_hourly_keys").fetchone()[0]
 
     # re-ingest: duplicates add nothing, no new keys
-    assert ingest([records], fresh_db, workers=1).ingested == 0
-    assert check(fresh_db) == sizes
-    with psycopg.connect(fresh_db) as c:
+    assert ingest([records], empty_db, workers=1).ingested == 0
+    assert check(empty_db) == sizes
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM dns_hourly_keys").fetchone()[0] == keys
 
     # the results view's triggers: copies (a new campaign: new keys) counted, deleted rows uncounted
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_dns_query WHERE campaign = 'hourly' ORDER BY id LIMIT 300")]
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
                   "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
@@ -133,30 +133,30 @@ def test_hourly_views_equal_the_records_through_every_write_path(fresh_db, recor
                   "body FROM results WHERE id = ANY(%s)", (ids[:120],))  # fmt: skip
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[120:],))
         assert c.execute("SELECT count(*) FROM dns_hourly_keys WHERE campaign = 'copied'").fetchone()[0] > 5
-    after = check(fresh_db)
+    after = check(empty_db)
     assert after != sizes
     # every record of some keys deleted: their rows go (a key never seen has none either)
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         c.execute("DELETE FROM results WHERE campaign = 'copied'")
         assert c.execute("SELECT count(*) FROM v_dns_hourly WHERE campaign = 'copied'").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM dns_hourly WHERE n = 0").fetchone()[0] == 0
-    check(fresh_db)
+    check(empty_db)
 
 
-def test_archive_restore_rebuilds_dns_hourly(fresh_db, records, tmp_path):
+def test_archive_restore_rebuilds_dns_hourly(empty_db, records, tmp_path):
     from dnscamp.opendata import archive
 
     from tests.local.test_rollups_daily import scratch_db
 
-    ingest([records], fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    ingest([records], empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         archive.write(c, "hourly", str(tmp_path / "arch"))
     with scratch_db() as url:
         archive.restore(str(tmp_path / "arch"), url, workers=1)
         archive.restore(str(tmp_path / "arch"), url, workers=1)  # idempotent
         assert check(url)["hourly"] > 20
         q = "SELECT * FROM v_dns_hourly WHERE campaign = 'hourly' ORDER BY 1, 2, 3, 4, 5, 6"
-        with psycopg.connect(url) as a, psycopg.connect(fresh_db) as b:
+        with psycopg.connect(url) as a, psycopg.connect(empty_db) as b:
             assert a.execute(q).fetchall() == b.execute(q).fetchall()
 
 
@@ -201,7 +201,7 @@ def test_the_upgrade_moves_the_rows_unchanged_and_the_downgrade_moves_them_back(
     check(fresh_db)
 
 
-def test_two_ingests_adding_the_same_new_key_at_once_share_it(fresh_db):
+def test_two_ingests_adding_the_same_new_key_at_once_share_it(empty_db):
     """The second ingest's key insert waits for the first's transaction, then reads the key back
     (ON CONFLICT DO UPDATE ... RETURNING) instead of failing or adding a second one."""
     rows = [("2026-11-01 10:00+00", "race", "v1", None, "1.1.1.1", "doh", "ok", 300),
@@ -217,7 +217,7 @@ def test_two_ingests_adding_the_same_new_key_at_once_share_it(fresh_db):
                                "transport, status, bucket) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows[1:])  # fmt: skip
         c.execute(rollups.HOURLY_UPSERT)
 
-    with psycopg.connect(fresh_db) as a, psycopg.connect(fresh_db) as b:
+    with psycopg.connect(empty_db) as a, psycopg.connect(empty_db) as b:
         add(a)  # not committed yet
         errors: list[BaseException] = []
 

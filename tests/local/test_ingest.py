@@ -40,19 +40,19 @@ def gen(path: Path, n: int, bad_every: int = 0) -> int:
     return n
 
 
-def test_twice_is_a_noop(fresh_db, tmp_path):
+def test_twice_is_a_noop(empty_db, tmp_path):
     shutil.copy(V1 / "ping.jsonl", tmp_path / "a.jsonl")
-    first = ingest([tmp_path], fresh_db)
+    first = ingest([tmp_path], empty_db)
     assert first.as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
-    second = ingest([tmp_path], fresh_db)
+    second = ingest([tmp_path], empty_db)
     assert second.as_json() == {"ingested": 0, "duplicates": 4, "quarantined": 0}
-    assert count(fresh_db) == 4
+    assert count(empty_db) == 4
 
 
-def test_stored_columns_match_the_record(fresh_db, tmp_path):
+def test_stored_columns_match_the_record(empty_db, tmp_path):
     shutil.copy(V1 / "ping.jsonl", tmp_path / "a.jsonl")
-    ingest([tmp_path], fresh_db)
-    with psycopg.connect(fresh_db) as c:
+    ingest([tmp_path], empty_db)
+    with psycopg.connect(empty_db) as c:
         row = c.execute(
             "SELECT kind, campaign, vantage_id, network_profile, started_at, status, error, body->'rtts_ms', source_line "
             "FROM results WHERE id = '6f1c1f7e-2a53-4a38-9d55-0d1f4f3c9a02'"
@@ -66,24 +66,24 @@ def test_stored_columns_match_the_record(fresh_db, tmp_path):
         assert v[0] == 3 and abs(v[1] - 0.25) < 1e-9 and v[2] == 91.8
 
 
-def test_malformed_lines_are_quarantined_rest_ingested(fresh_db, tmp_path):
+def test_malformed_lines_are_quarantined_rest_ingested(empty_db, tmp_path):
     f = tmp_path / "mixed.jsonl"
     good = (V1 / "ping.jsonl").read_text().splitlines()
     bad = [(V1 / "invalid" / n).read_text().strip() for n in ("malformed_json.jsonl", "unknown_schema.jsonl", "unknown_kind.jsonl")]
     f.write_text("\n".join([good[0], bad[0], good[1], bad[1], bad[2], good[2]]) + "\n")
-    stats = ingest([f], fresh_db)
+    stats = ingest([f], empty_db)
     assert stats.as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 3}
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         rows = c.execute("SELECT source_file, line, reason, raw FROM quarantine ORDER BY line").fetchall()
     assert [r[1] for r in rows] == [2, 4, 5]
     assert rows[0][0] == str(f.resolve())
     assert "malformed JSON" in rows[0][2] and "unknown schema version" in rows[1][2] and "unknown kind" in rows[2][2]
     assert rows[1][3] == bad[1]
-    again = ingest([f], fresh_db)  # quarantine is idempotent too
-    assert count(fresh_db, "quarantine") == 3 and again.duplicates == 3
+    again = ingest([f], empty_db)  # quarantine is idempotent too
+    assert count(empty_db, "quarantine") == 3 and again.duplicates == 3
 
 
-def test_gzip_and_directories(fresh_db, tmp_path):
+def test_gzip_and_directories(empty_db, tmp_path):
     d = tmp_path / "spool" / "c" / "r"
     d.mkdir(parents=True)
     with gzip.open(d / "x.jsonl.gz", "wt") as g:
@@ -92,21 +92,21 @@ def test_gzip_and_directories(fresh_db, tmp_path):
     (d / ".partial.jsonl.tmp").write_text("{")
     (d / "artifacts").mkdir()
     (d / "artifacts" / "raw-atlas.jsonl").write_text('{"not": "a record"}\n')  # kept beside records
-    assert ingest([tmp_path / "spool"], fresh_db).as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
+    assert ingest([tmp_path / "spool"], empty_db).as_json() == {"ingested": 4, "duplicates": 0, "quarantined": 0}
 
 
-def test_truncated_gzip_keeps_what_was_read(fresh_db, tmp_path):
+def test_truncated_gzip_keeps_what_was_read(empty_db, tmp_path):
     src = tmp_path / "big.jsonl"
     gen(src, 3000)
     data = gzip.compress(src.read_bytes())
     (tmp_path / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
-    stats = ingest([tmp_path / "cut.jsonl.gz"], fresh_db)
+    stats = ingest([tmp_path / "cut.jsonl.gz"], empty_db)
     assert 0 < stats.ingested < 3000
     assert stats.quarantined == 1 and "corrupt file" in stats.reasons[0]
 
 
-def test_cli_json_and_exit_codes(fresh_db, tmp_path):
-    dbname = fresh_db.split("/")[3].split("?")[0]
+def test_cli_json_and_exit_codes(empty_db, tmp_path):
+    dbname = empty_db.split("/")[3].split("?")[0]
     env = dict(os.environ, DNSCAMP_DATABASE_NAME=dbname)
     ok = tmp_path / "ok.jsonl"
     shutil.copy(V1 / "ping.jsonl", ok)
@@ -126,8 +126,8 @@ def test_cli_json_and_exit_codes(fresh_db, tmp_path):
     assert r.returncode == 2 and "missing.jsonl: no such file" in r.stderr
 
 
-def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
-    dbname = fresh_db.split("/")[3].split("?")[0]
+def test_sigkill_at_any_moment_loses_nothing(empty_db, tmp_path):
+    dbname = empty_db.split("/")[3].split("?")[0]
     env = dict(os.environ, DNSCAMP_DATABASE_NAME=dbname)
     f = tmp_path / "many.jsonl"
     n_valid = gen(f, 120_000, bad_every=1000)
@@ -138,11 +138,11 @@ def test_sigkill_at_any_moment_loses_nothing(fresh_db, tmp_path):
         time.sleep(delay)
         os.killpg(p.pid, signal.SIGKILL)  # the agent and its parser workers: our own process group
         p.wait()
-    partial = count(fresh_db)
+    partial = count(empty_db)
     r = subprocess.run(cli, capture_output=True, text=True, env=env)
     assert r.returncode == 3, r.stderr  # the malformed lines are reported again (already quarantined)
-    assert count(fresh_db) == n_valid
-    with psycopg.connect(fresh_db) as c:
+    assert count(empty_db) == n_valid
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(DISTINCT id) FROM results").fetchone()[0] == n_valid
         assert c.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 120
     out = json.loads(r.stdout)
@@ -168,7 +168,7 @@ def _forge_timestamp(record, bad_line: int):
     return forged
 
 
-def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, monkeypatch):
+def test_value_postgres_refuses_is_quarantined_not_fatal(empty_db, tmp_path, monkeypatch):
     """A value that passes every check of ours but that Postgres refuses (here: a timestamp
     beyond timestamptz's range, forced into the binary row) costs only its own line."""
     import collectors.parse as cp
@@ -177,14 +177,14 @@ def test_value_postgres_refuses_is_quarantined_not_fatal(fresh_db, tmp_path, mon
     monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good[:3]) + "\n")
-    stats = ingest([f], fresh_db, workers=1)
+    stats = ingest([f], empty_db, workers=1)
     assert stats.as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 1}
     assert ":2: rejected by the store: timestamp out of range" in stats.reasons[0]
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT raw FROM quarantine").fetchone()[0] == good[1]
 
 
-def test_rollups_count_a_batch_stored_row_by_row_once(fresh_db, tmp_path, monkeypatch):
+def test_rollups_count_a_batch_stored_row_by_row_once(empty_db, tmp_path, monkeypatch):
     """A batch Postgres refuses one row of is stored again row by row: the rollups count each
     stored dns_query record once (the first attempt's rollup rows are gone with its rollback)."""
     import collectors.parse as cp
@@ -193,9 +193,9 @@ def test_rollups_count_a_batch_stored_row_by_row_once(fresh_db, tmp_path, monkey
     monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
-    stats = ingest([f], fresh_db, workers=1)
+    stats = ingest([f], empty_db, workers=1)
     assert stats.as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         stored = c.execute("SELECT count(*), count(*) FILTER (WHERE status <> 'ok') FROM v_dns_query").fetchone()
         assert stored[0] == 3
         assert c.execute("SELECT sum(n), sum(failures) FROM dns_hourly").fetchone() == stored
@@ -210,7 +210,7 @@ def test_campaign_validate_cli_names_field(tmp_path):
     assert f"{bad}: kinds.ping.targets: List should have at least 1 item" in r.stderr
 
 
-def test_small_input_is_parsed_without_worker_processes_and_large_with(fresh_db, tmp_path, monkeypatch):
+def test_small_input_is_parsed_without_worker_processes_and_large_with(empty_db, tmp_path, monkeypatch):
     import collectors.ingest as ci
 
     started = []
@@ -223,8 +223,8 @@ def test_small_input_is_parsed_without_worker_processes_and_large_with(fresh_db,
     monkeypatch.setattr(ci, "ProcessPoolExecutor", Pool)
     small = tmp_path / "small.jsonl"
     small.write_bytes((V1 / "ping.jsonl").read_bytes())
-    assert ingest([small], fresh_db).ingested > 0 and started == []  # one run's file: no workers to start
+    assert ingest([small], empty_db).ingested > 0 and started == []  # one run's file: no workers to start
     big = tmp_path / "big.jsonl"
     n = gen(big, 6_000)
     assert big.stat().st_size > ci.SMALL_INPUT_BYTES
-    assert ingest([big], fresh_db).ingested == n and len(started) == (1 if (os.cpu_count() or 1) > 1 else 0)
+    assert ingest([big], empty_db).ingested == n and len(started) == (1 if (os.cpu_count() or 1) > 1 else 0)

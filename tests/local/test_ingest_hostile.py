@@ -42,16 +42,16 @@ def quarantine(url: str) -> dict[tuple[str, int], str]:
         return {(Path(f).name, ln): r for f, ln, r in c.execute("SELECT source_file, line, reason FROM quarantine")}
 
 
-def test_every_code_point_class_round_trips_byte_equal(fresh_db):
+def test_every_code_point_class_round_trips_byte_equal(empty_db):
     """Line/paragraph separators, C0/C1 controls, DEL, emoji, RTL marks, COPY's own markers:
     raw and escaped, in error, env (keys too) and body. The old text COPY split such rows and
     stored fewer than it counted."""
     lines = FRAMING.read_text(encoding="utf-8").split("\n")[:-1]  # split on LF only, as JSONL is
     recs = {r["id"]: r for r in map(json.loads, lines[:47])}  # 48-50: lone surrogates, NUL
     assert len(recs) == 47
-    stats = ingest([FRAMING], fresh_db)
+    stats = ingest([FRAMING], empty_db)
     assert stats.as_json() == {"ingested": 47, "duplicates": 0, "quarantined": 3}
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM results").fetchone()[0] == 47
         rows = c.execute(
             "SELECT v.id::text, v.unit, v.error, r.env, r.body, r.source_line FROM v_results v JOIN results r USING (id)"
@@ -62,15 +62,15 @@ def test_every_code_point_class_round_trips_byte_equal(fresh_db):
         assert (unit, error, env, body) == (want["unit"], want["error"], want["env"], want["body"]), unit
         assert json.loads(lines[line - 1])["id"] == rid  # each row paired with its own line
     # Lone surrogates and NUL cannot be PostgreSQL text: quarantined, each with a reason.
-    assert sorted(ln for _, ln in quarantine(fresh_db)) == [48, 49, 50]
-    assert ingest([FRAMING], fresh_db).as_json() == {"ingested": 0, "duplicates": 47, "quarantined": 3}
+    assert sorted(ln for _, ln in quarantine(empty_db)) == [48, 49, 50]
+    assert ingest([FRAMING], empty_db).as_json() == {"ingested": 0, "duplicates": 47, "quarantined": 3}
 
 
 def _write(path: Path, lines: list) -> None:
     path.write_bytes(b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines))
 
 
-def test_bad_lines_and_files_are_quarantined_never_a_crash(fresh_db, tmp_path):
+def test_bad_lines_and_files_are_quarantined_never_a_crash(empty_db, tmp_path):
     d = tmp_path / "spool"
     d.mkdir()
     g = good(20)
@@ -94,11 +94,11 @@ def test_bad_lines_and_files_are_quarantined_never_a_crash(fresh_db, tmp_path):
         f.write(g[17].encode() + b"\n" + b'{"x": "' + b"y" * (cr.MAX_LINE_BYTES + 1000) + b'"}\n' + g[18].encode() + b"\n")
     _write(d / "z.jsonl", [g[19]])
 
-    r = subprocess.run([*CLI, "ingest", "--json", str(d)], capture_output=True, text=True, env=cli_env(fresh_db))
+    r = subprocess.run([*CLI, "ingest", "--json", str(d)], capture_output=True, text=True, env=cli_env(empty_db))
     assert r.returncode == 3, r.stderr
     assert "Traceback" not in r.stderr
     out = json.loads(r.stdout)
-    q = quarantine(fresh_db)
+    q = quarantine(empty_db)
     want_bad = {("a.jsonl", n) for n in (2, 3, 4, 5, 6, 7, 8, 9, 11, 12)} | {
         ("b_bom.jsonl", 1), ("c_not_gzip.jsonl.gz", 1), ("f_long.jsonl", 2)}  # fmt: skip
     cut = [k for k in q if k[0] == "e_cut.jsonl.gz"]
@@ -108,7 +108,7 @@ def test_bad_lines_and_files_are_quarantined_never_a_crash(fresh_db, tmp_path):
     assert "not gzip" in q[("c_not_gzip.jsonl.gz", 1)]
     assert "longer than 16 MiB" in q[("f_long.jsonl", 2)]
     assert all("\n" not in reason for reason in q.values())
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         stored = c.execute("SELECT count(*) FROM results").fetchone()[0]
         cut_stored = c.execute("SELECT count(*) FROM results WHERE source_file LIKE '%e_cut%'").fetchone()[0]
     # a: 1, 10, 14; b: 2; d: 2 (gzip recognised by content); f: 1, 3; z: 1; e: what was readable
@@ -116,31 +116,31 @@ def test_bad_lines_and_files_are_quarantined_never_a_crash(fresh_db, tmp_path):
     assert out == {"ingested": stored, "duplicates": 0, "quarantined": len(q)}
 
 
-def test_fixed_line_resolves_its_quarantine_row(fresh_db, tmp_path):
+def test_fixed_line_resolves_its_quarantine_row(empty_db, tmp_path):
     g = good(3)
     f = tmp_path / "a.jsonl"
     _write(f, [g[0], g[1][: len(g[1]) // 2], g[2]])
-    assert ingest([f], fresh_db).as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 1}
-    assert list(quarantine(fresh_db)) == [("a.jsonl", 2)]
+    assert ingest([f], empty_db).as_json() == {"ingested": 2, "duplicates": 0, "quarantined": 1}
+    assert list(quarantine(empty_db)) == [("a.jsonl", 2)]
     _write(f, g)  # the researcher repairs line 2
-    assert ingest([f], fresh_db).as_json() == {"ingested": 1, "duplicates": 2, "quarantined": 0}
-    assert quarantine(fresh_db) == {}
-    r = subprocess.run([*CLI, "db", "status", "--json"], capture_output=True, text=True, env=cli_env(fresh_db))
+    assert ingest([f], empty_db).as_json() == {"ingested": 1, "duplicates": 2, "quarantined": 0}
+    assert quarantine(empty_db) == {}
+    r = subprocess.run([*CLI, "db", "status", "--json"], capture_output=True, text=True, env=cli_env(empty_db))
     assert json.loads(r.stdout)["quarantined"] == 0
 
 
-def test_different_record_under_stored_id_is_an_id_conflict(fresh_db, tmp_path):
+def test_different_record_under_stored_id_is_an_id_conflict(empty_db, tmp_path):
     (a,) = good(1)
     rec = json.loads(a)
     same = json.dumps(dict(reversed(list(rec.items()))), indent=None, separators=(", ", " : "))  # other key order, spacing
     other = json.dumps(dict(rec, run="r2"))
     _write(tmp_path / "1.jsonl", [a])
     _write(tmp_path / "2.jsonl", [same, other])
-    stats = ingest([tmp_path], fresh_db)
+    stats = ingest([tmp_path], empty_db)
     assert stats.as_json() == {"ingested": 1, "duplicates": 1, "quarantined": 1}
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         stored = c.execute("SELECT content_sha256 FROM results").fetchone()[0]
-    reason = quarantine(fresh_db)[("2.jsonl", 2)]
+    reason = quarantine(empty_db)[("2.jsonl", 2)]
     assert reason.startswith(f"id_conflict: record {rec['id']} is stored with content hash {stored.hex()}")
     assert f"1.jsonl:1); this line's is " in reason
     theirs = reason.rsplit(" is ", 1)[1]  # the line's hash: 16 bytes (0021), not the stored one
@@ -148,10 +148,10 @@ def test_different_record_under_stored_id_is_an_id_conflict(fresh_db, tmp_path):
     # within one batch too: the second, different line under the same id is the conflict
     (b,) = good(1)
     _write(tmp_path / "3.jsonl", [b, json.dumps(dict(json.loads(b), run="r9"))])
-    assert ingest([tmp_path / "3.jsonl"], fresh_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 1}
+    assert ingest([tmp_path / "3.jsonl"], empty_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 1}
 
 
-def test_integers_beyond_64_bits_are_stored_exactly(fresh_db, tmp_path):
+def test_integers_beyond_64_bits_are_stored_exactly(empty_db, tmp_path):
     """orjson reads them as floats; the store must keep the number the agent wrote."""
     rec = json.loads(good(1)[0])
     big = [2**70, -(2**63) - 1, 2**64 - 1, 12345678901234567890123]
@@ -159,11 +159,11 @@ def test_integers_beyond_64_bits_are_stored_exactly(fresh_db, tmp_path):
     rec["body"]["rtts_ms"] = [2.5, 1180591620717411303424, 15.0]  # a float field given an integer
     f = tmp_path / "big.jsonl"
     _write(f, [json.dumps(rec)])
-    assert ingest([f], fresh_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 0}
-    with psycopg.connect(fresh_db) as c:
+    assert ingest([f], empty_db).as_json() == {"ingested": 1, "duplicates": 0, "quarantined": 0}
+    with psycopg.connect(empty_db) as c:
         env, body = c.execute("SELECT env, body FROM results").fetchone()
     assert env["big"] == big and body["rtts_ms"] == rec["body"]["rtts_ms"]
-    assert ingest([f], fresh_db).as_json() == {"ingested": 0, "duplicates": 1, "quarantined": 0}
+    assert ingest([f], empty_db).as_json() == {"ingested": 0, "duplicates": 1, "quarantined": 0}
 
 
 def test_migration_backfills_the_hash_ingest_computes(fresh_db, tmp_path):
@@ -226,16 +226,16 @@ def big_file(path: Path, n: int) -> None:
     generate(path, n, seed=n)
 
 
-def test_database_stopped_during_ingest_one_line_then_rerun_completes(fresh_db, tmp_path):
+def test_database_stopped_during_ingest_one_line_then_rerun_completes(empty_db, tmp_path):
     """The server ending the connection mid-run (what `dnscamp db down` does to clients):
     one line naming what happened and what to run, exit 1, no traceback; committed batches
     stay and the same ingest again completes."""
     f = tmp_path / "many.jsonl"
     big_file(f, 150_000)
-    env = cli_env(fresh_db)
+    env = cli_env(empty_db)
     dbname = env["DNSCAMP_DATABASE_NAME"]
     p = subprocess.Popen([*CLI, "ingest", "--json", str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    with psycopg.connect(fresh_db, autocommit=True) as c:
+    with psycopg.connect(empty_db, autocommit=True) as c:
         deadline = time.monotonic() + 60
         while c.execute("SELECT count(*) FROM results").fetchone()[0] == 0:
             assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.poll() is not None else ""
@@ -250,14 +250,14 @@ def test_database_stopped_during_ingest_one_line_then_rerun_completes(fresh_db, 
     assert "run `dnscamp db up`" in err and "same ingest again" in err and "kept" in err
     r = subprocess.run([*CLI, "ingest", "--json", str(f)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM results").fetchone()[0] == 150_000
 
 
-def test_parser_workers_die_with_the_ingest_process(fresh_db, tmp_path):
+def test_parser_workers_die_with_the_ingest_process(empty_db, tmp_path):
     f = tmp_path / "many.jsonl"
     big_file(f, 300_000)
-    p = subprocess.Popen([*CLI, "ingest", str(f)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env(fresh_db))
+    p = subprocess.Popen([*CLI, "ingest", str(f)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env(empty_db))
     proc = psutil.Process(p.pid)
     deadline = time.monotonic() + 60
     while len(children := proc.children(recursive=True)) < 2:
@@ -271,7 +271,7 @@ def test_parser_workers_die_with_the_ingest_process(fresh_db, tmp_path):
     assert not alive, f"workers left after kill -9 of their parent: {alive}"
 
 
-def test_campaign_run_ingest_quarantines_bad_lines_and_goes_on(fresh_db, tmp_path):
+def test_campaign_run_ingest_quarantines_bad_lines_and_goes_on(empty_db, tmp_path):
     """The ingest block of `campaign run` uses the same path: a hostile file in the run dir
     is quarantined line by line, the run's records are ingested, no traceback."""
     f = tmp_path / "spec.toml"
@@ -279,7 +279,7 @@ def test_campaign_run_ingest_quarantines_bad_lines_and_goes_on(fresh_db, tmp_pat
         '[campaign]\nname = "hostile"\nseed = 1\n[[vantages]]\nid = "here"\nprovider = "local"\n'
         '[kinds.ping]\ntargets = ["127.0.0.1"]\nprotocol = "icmp"\ncount = 1\ninterval_ms = 5\ntimeout_ms = 300\n'
     )
-    env = dict(cli_env(fresh_db), DNSCAMP_SPOOL=str(tmp_path / "spool"))
+    env = dict(cli_env(empty_db), DNSCAMP_SPOOL=str(tmp_path / "spool"))
     run = [*CLI, "campaign", "run", str(f), "--json", "--no-report"]
     first = subprocess.run([*run, "--no-ingest"], capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
@@ -290,4 +290,4 @@ def test_campaign_run_ingest_quarantines_bad_lines_and_goes_on(fresh_db, tmp_pat
     r = subprocess.run([*run, "--run", run_id], capture_output=True, text=True, env=env)
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr  # 3: something was quarantined
     assert json.loads(r.stdout)["ingest"] == {"ingested": 1, "duplicates": 0, "quarantined": 3}
-    assert sorted(ln for name, ln in quarantine(fresh_db) if name == "zz-hostile.jsonl") == [1, 2, 3]
+    assert sorted(ln for name, ln in quarantine(empty_db) if name == "zz-hostile.jsonl") == [1, 2, 3]

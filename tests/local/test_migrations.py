@@ -96,7 +96,7 @@ def _downgrade(url: str, rev: str | None) -> None:
 
 
 @pytest.fixture()
-def empty_db(db_url):
+def blank_db(db_url):
     """A new database with nothing in it (the cluster's roles exist: they are cluster-wide)."""
     name = f"m_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
@@ -306,7 +306,7 @@ def test_models_match_the_schema_at_head(db_url):
 # --- 0009 --------------------------------------------------------------------------------------
 
 
-def test_v_dns_query_reads_the_engine_fields(fresh_db):
+def test_v_dns_query_reads_the_engine_fields(empty_db):
     rec = _fixture_records()[1]
     assert rec["kind"] == "dns_query"
     bodies = {
@@ -314,9 +314,9 @@ def test_v_dns_query_reads_the_engine_fields(fresh_db):
         "absent": {},
         "hostile": {"engine": {"x": 1}, "engine_version": ["1"], "engine_run_time_ms": "1e400"},
     }
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = {k: _insert_result(c, {**rec, "body": {**rec["body"], **extra}}, "engine") for k, extra in bodies.items()}
-    with psycopg.connect(fresh_db.replace("postgres@", f"{engine.READER}@", 1)) as r:
+    with psycopg.connect(empty_db.replace("postgres@", f"{engine.READER}@", 1)) as r:
         rows = {str(i): v for i, *v in r.execute(
             "SELECT id, engine, engine_version, engine_run_time_ms FROM v_dns_query WHERE campaign = 'engine'")}
         types = dict(r.execute("SELECT column_name, data_type FROM information_schema.columns "
@@ -338,7 +338,7 @@ migrate.upgrade(sys.argv[1])
 """
 
 
-def test_a_store_made_by_the_old_migrations_upgrades_and_keeps_its_records(empty_db, tmp_path):
+def test_a_store_made_by_the_old_migrations_upgrades_and_keeps_its_records(blank_db, tmp_path):
     try:
         # its db/ with the collectors/ and vantage_agent/ of its time: that 0008 ran live ingest code
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE_LINEAR, "db", "collectors", "vantage_agent"],
@@ -346,7 +346,7 @@ def test_a_store_made_by_the_old_migrations_upgrades_and_keeps_its_records(empty
     except (OSError, subprocess.CalledProcessError) as e:
         pytest.fail(f"this test needs git and the repository's history (commit {BEFORE_LINEAR[:12]}): {e}")
     tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(tmp_path / "old", filter="data")
-    url = engine.database_url("owner", dbname=empty_db)
+    url = engine.database_url("owner", dbname=blank_db)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "old"), str(ROOT)])}
     subprocess.run([sys.executable, "-c", _OLD_UPGRADE, _sa(url), str(tmp_path / "old")], env=env, check=True,
                    cwd=tmp_path)

@@ -33,7 +33,7 @@ def _variant(base: dict, warm_origin: object, drop: bool = False) -> dict:
     return rec
 
 
-def test_warm_origin_columns_through_the_reader(fresh_db, tmp_path):
+def test_warm_origin_columns_through_the_reader(empty_db, tmp_path):
     base = json.loads((V1 / "page_load.jsonl").read_text().splitlines()[0])
     assert "warm_origin" not in base["body"]  # a record of before warm loads
     warm = lambda z: {"warm_up": {"status": "ok", "error": None, "plt_ms": 812.5, "wall_ms": {"total": 1500}},  # noqa: E731
@@ -42,10 +42,10 @@ def test_warm_origin_columns_through_the_reader(fresh_db, tmp_path):
              "h2": _variant(base, warm(NO_QUIC)), "null": _variant(base, None), "absent": _variant(base, None, drop=True)}
     f = tmp_path / "warm.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in cases.values()))
-    stats = ingest([f], fresh_db, workers=1)
+    stats = ingest([f], empty_db, workers=1)
     assert (stats.ingested, stats.quarantined) == (len(cases), 0), stats.reasons
 
-    reader = engine.database_url("reader", dbname=conninfo_to_dict(fresh_db)["dbname"])
+    reader = engine.database_url("reader", dbname=conninfo_to_dict(empty_db)["dbname"])
     with psycopg.connect(reader) as c:
         cur = c.execute("SELECT * FROM v_page_load LIMIT 0")
         names = [d.name for d in cur.description]

@@ -65,7 +65,7 @@ def counts(url: str) -> tuple[int, int]:
         return c.execute("SELECT count(*), count(DISTINCT id) FROM results").fetchone()
 
 
-def test_s3_down_during_shipping_then_back(moto, tmp_path, fresh_db):
+def test_s3_down_during_shipping_then_back(moto, tmp_path, empty_db):
     spool = tmp_path / "spool"
     total = spool_run(spool, "c", "r1", units=4, per_unit=5)
     spool_run(spool, "c", "r2", units=2, per_unit=5, complete=False)  # still going: not shipped yet
@@ -84,42 +84,42 @@ def test_s3_down_during_shipping_then_back(moto, tmp_path, fresh_db):
     assert status["last_run"]["run"] == "r1" and status["disk_free_bytes"] > 0 and status["agent_version"]
     again = ship.ship(spool, BUCKET, "v1")  # the ledger, not a HEAD: nothing uploaded twice
     assert again.shipped == 0 and again.already == 4
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     assert (st.collected, st.ingested, st.quarantined) == (4, total, 0)
-    assert counts(fresh_db) == (total, total)
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    assert counts(empty_db) == (total, total)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     assert (st.collected, st.unchanged) == (0, 4)
 
 
-def test_a_reupload_after_a_lost_ledger_is_byte_identical(moto, tmp_path, fresh_db):
+def test_a_reupload_after_a_lost_ledger_is_byte_identical(moto, tmp_path, empty_db):
     """A crash between S3's answer and the ledger line: the unit goes again, same bytes, same ETag."""
     spool = tmp_path / "spool"
     spool_run(spool, "c", "r1", units=2, per_unit=3)
     ship.ship(spool, BUCKET, "v1")
-    coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     (spool / "c/r1" / ship.LEDGER).unlink()
     assert ship.ship(spool, BUCKET, "v1").shipped == 2
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
-    assert (st.unchanged, st.collected) == (2, 0) and counts(fresh_db) == (6, 6)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    assert (st.unchanged, st.collected) == (2, 0) and counts(empty_db) == (6, 6)
 
 
-def test_corrupt_objects_are_quarantined_by_key_and_the_rest_go_on(moto, fresh_db):
+def test_corrupt_objects_are_quarantined_by_key_and_the_rest_go_on(moto, empty_db):
     good = put_objects(moto.client, 3, 10)
     blob = gzip.compress(record_lines(40, seed=77), mtime=0)
     moto.client.put_object(Bucket=BUCKET, Key="results/c/v/r1/trunc.jsonl.gz", Body=blob[: len(blob) // 2])
     moto.client.put_object(Bucket=BUCKET, Key="results/c/v/r1/badjson.jsonl.gz",
                            Body=gzip.compress(record_lines(2, seed=78) + b'{"schema": oops\n'))  # fmt: skip
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     assert st.collected == 5 and st.quarantined == 2
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         q = dict(c.execute("SELECT source_file, reason FROM quarantine").fetchall())
         rows = dict(c.execute("SELECT key, quarantined FROM collected_objects").fetchall())
     assert "corrupt file" in q[f"s3://{BUCKET}/results/c/v/r1/trunc.jsonl.gz"]
     assert f"s3://{BUCKET}/results/c/v/r1/badjson.jsonl.gz" in q
     assert rows["results/c/v/r1/trunc.jsonl.gz"] == 1 and rows["results/c/v/r1/u000.jsonl.gz"] == 0
-    n, distinct = counts(fresh_db)
+    n, distinct = counts(empty_db)
     assert n == distinct and good + 2 <= n < good + 2 + 40  # the whole lines before the break are kept
-    assert coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client).unchanged == 5
+    assert coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client).unchanged == 5
 
 
 COLLECTOR = """
@@ -144,34 +144,34 @@ def _collector(url: str, kill_at: int = 0) -> subprocess.Popen:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kill_at=st.integers(1, 6), delay=st.one_of(st.none(), st.floats(0.0, 1.5)))
-def test_collector_killed_anywhere_then_rerun_gives_each_record_once(moto, fresh_db, kill_at, delay):
+def test_collector_killed_anywhere_then_rerun_gives_each_record_once(moto, empty_db, kill_at, delay):
     """kill -9 either between an object's last batch and its ledger row (the kill_at-th object),
     or at a random moment; the rerun stores every record exactly once."""
-    with psycopg.connect(fresh_db, autocommit=True) as c:
+    with psycopg.connect(empty_db, autocommit=True) as c:
         c.execute("DELETE FROM results")  # a view over the store's tables since 0012: no TRUNCATE
         c.execute("TRUNCATE quarantine, collected_objects")
     total = put_objects(moto.client, 6, 200)
-    p = _collector(fresh_db, 0 if delay is not None else kill_at)
+    p = _collector(empty_db, 0 if delay is not None else kill_at)
     if delay is not None:
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
     p.wait(timeout=120)
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     assert st.quarantined == 0
-    assert counts(fresh_db) == (total, total)
-    with psycopg.connect(fresh_db) as c:
+    assert counts(empty_db) == (total, total)
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM collected_objects").fetchone()[0] == 6
 
 
-def test_two_collectors_at_once(moto, fresh_db):
+def test_two_collectors_at_once(moto, empty_db):
     total = put_objects(moto.client, 12, 300)
-    procs = [_collector(fresh_db) for _ in range(2)]
+    procs = [_collector(empty_db) for _ in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     stats = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
     assert sum(s["ingested"] for s in stats) == total
-    assert counts(fresh_db) == (total, total)
-    with psycopg.connect(fresh_db) as c:
+    assert counts(empty_db) == (total, total)
+    with psycopg.connect(empty_db) as c:
         # each object was taken by one collector (the advisory lock): its row holds all its records
         assert c.execute("SELECT count(*), sum(ingested) FROM collected_objects").fetchone() == (12, total)
 
@@ -197,7 +197,7 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
         assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
             "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
             "quarantined": 0}  # fmt: skip
-    finally:  # the session's store is fresh_db's template: leave it as it was
+    finally:  # the session's store is empty_db's template: leave it as it was
         from db import engine
 
         with psycopg.connect(engine.database_url("owner")) as c:
@@ -208,24 +208,24 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
     assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output
 
 
-def test_a_changed_object_is_collected_again_and_its_records_dedupe(moto, fresh_db):
+def test_a_changed_object_is_collected_again_and_its_records_dedupe(moto, empty_db):
     key = "results/c/v/r1/u.jsonl.gz"
     first = record_lines(5, seed=5)
     moto.client.put_object(Bucket=BUCKET, Key=key, Body=gzip.compress(first, mtime=0))
-    coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     changed = json.loads(first.splitlines()[0]) | {"status": "timeout", "error": "x"}  # another record, a stored id
     sixth = record_lines(6, seed=5).splitlines(True)[5]  # a new record
     body = first + sixth + (json.dumps(changed) + "\n").encode()
     moto.client.put_object(Bucket=BUCKET, Key=key, Body=gzip.compress(body, mtime=0))
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
     assert (st.collected, st.ingested, st.duplicates, st.quarantined) == (1, 1, 5, 1)
-    assert counts(fresh_db) == (6, 6)
-    with psycopg.connect(fresh_db) as c:
+    assert counts(empty_db) == (6, 6)
+    with psycopg.connect(empty_db) as c:
         assert "id_conflict" in c.execute("SELECT reason FROM quarantine").fetchone()[0]
         assert c.execute("SELECT ingested, duplicates, quarantined FROM collected_objects").fetchone() == (1, 5, 1)
 
 
-def test_hars_follow_their_run_and_are_not_taken_for_records(moto, tmp_path, fresh_db):
+def test_hars_follow_their_run_and_are_not_taken_for_records(moto, tmp_path, empty_db):
     spool = tmp_path / "spool"
     n = spool_run(spool, "c", "r1", units=2, per_unit=3)
     har = spool / "c" / "r1" / "artifacts" / "har" / "p1.har"
@@ -237,9 +237,9 @@ def test_hars_follow_their_run_and_are_not_taken_for_records(moto, tmp_path, fre
     assert gzip.decompress(moto.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()) == har.read_bytes()
     again = ship.ship(spool, BUCKET, "v")  # the ledger knows both kinds of lines
     assert (again.shipped, again.artifacts_shipped, again.already) == (0, 0, 2)
-    st = coll.collect(f"s3://{BUCKET}/results/", fresh_db, client=moto.client)
-    assert st.ingested == n and st.quarantined == 0 and counts(fresh_db) == (n, n)
-    with psycopg.connect(fresh_db) as c:
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    assert st.ingested == n and st.quarantined == 0 and counts(empty_db) == (n, n)
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM collected_objects WHERE key LIKE '%%/artifacts/%%'").fetchone()[0] == 0
 
 

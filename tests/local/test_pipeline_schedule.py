@@ -127,7 +127,7 @@ def test_a_firing_killed_mid_run_is_resumed_by_the_next_without_duplicates(tmp_p
         assert after[k][0]["id"] == recs[0]["id"]
 
 
-def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tmp_path, monkeypatch, fresh_db):  # noqa: F811
+def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tmp_path, monkeypatch, empty_db):  # noqa: F811
     monkeypatch.setenv("DNSCAMP_HOME", str(tmp_path))
     monkeypatch.setenv("DNSCAMP_CRON_D", str(tmp_path / "cron.d"))
     (tmp_path / "cron.d").mkdir()
@@ -150,7 +150,7 @@ def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tm
     assert ran.returncode == 0, ran.stderr
     res = json.loads(ran.stdout.strip().splitlines()[-1])
     assert res["shipped"]["shipped"] == 2 and res["shipped"]["status_object"] == "status/here/eu-central-1.json"
-    st = coll.collect(f"s3://{BUCKET}/results/cronned/", fresh_db, client=moto.client)
-    assert st.collected == 2 and counts(fresh_db) == (2, 2)
-    with psycopg.connect(fresh_db) as c:
+    st = coll.collect(f"s3://{BUCKET}/results/cronned/", empty_db, client=moto.client)
+    assert st.collected == 2 and counts(empty_db) == (2, 2)
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT DISTINCT run FROM results").fetchone()[0] == res["run"]

@@ -55,8 +55,8 @@ def _rows_now_and_at(conn: psycopg.Connection, view: str, revision: str) -> tupl
         ("SELECT seed FROM v_page_load", (), ("environments",)),
     ],
 )  # fmt: skip
-def test_views_join_only_what_a_query_reads(fresh_db, query, absent, present):
-    with psycopg.connect(fresh_db) as c:
+def test_views_join_only_what_a_query_reads(empty_db, query, absent, present):
+    with psycopg.connect(empty_db) as c:
         c.execute("SELECT dnscamp_ensure_partitions(now())")  # without a partition the plan is empty
         plan = _plan(c, query)
     for table in absent:

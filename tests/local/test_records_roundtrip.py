@@ -48,15 +48,15 @@ def as_written(line: bytes) -> dict | None:
     }  # fmt: skip
 
 
-def test_every_fixture_record_round_trips(fresh_db):
-    stats = ingest(FILES, fresh_db)
+def test_every_fixture_record_round_trips(empty_db):
+    stats = ingest(FILES, empty_db)
     assert stats.ingested > 200, stats.as_json()
     written: dict[str, list[dict]] = {}
     for f in FILES:
         for line in f.read_bytes().splitlines():
             if (rec := as_written(line)) is not None:
                 written.setdefault(rec["id"], []).append(rec)
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         stored = dict(conn.execute("SELECT id::text, content_sha256 FROM results").fetchall())
         got = list(iter_records(conn))
     assert len(got) == len(stored) == stats.ingested
@@ -71,9 +71,9 @@ def test_every_fixture_record_round_trips(fresh_db):
     assert keys == sorted(keys)
 
 
-def test_filters(fresh_db):
-    ingest(FILES, fresh_db)
-    with psycopg.connect(fresh_db, autocommit=True) as conn:
+def test_filters(empty_db):
+    ingest(FILES, empty_db)
+    with psycopg.connect(empty_db, autocommit=True) as conn:
         every = list(iter_records(conn))
         for key in ("campaign", "kind", "run"):
             value = every[len(every) // 2][key]
@@ -82,7 +82,7 @@ def test_filters(fresh_db):
         assert list(iter_records(conn, campaign="no-such-campaign")) == []
 
 
-def test_bodies_equal_in_python_but_not_in_json_stay_apart(fresh_db, tmp_path):
+def test_bodies_equal_in_python_but_not_in_json_stay_apart(empty_db, tmp_path):
     """Shapes are cached by value in the ingest worker: 5, 5.0 and True (and 0.0, -0.0) are
     equal in Python, not in JSON; each record keeps its own."""
     line = (FIXTURES / "results" / "v1" / "dns_query.jsonl").read_text().splitlines()[0]
@@ -96,8 +96,8 @@ def test_bodies_equal_in_python_but_not_in_json_stay_apart(fresh_db, tmp_path):
     lines += [json.dumps(rec), json.dumps({**rec, "id": "00000000-0000-4000-8000-000000000010",
                                            "body": {**base["body"], "cache_warmed": None}})]
     (tmp_path / "v.jsonl").write_text("\n".join(lines) + "\n")
-    assert ingest([tmp_path], fresh_db).ingested == len(lines)
-    with psycopg.connect(fresh_db) as conn:
+    assert ingest([tmp_path], empty_db).ingested == len(lines)
+    with psycopg.connect(empty_db) as conn:
         got = {r["id"]: r for r in iter_records(conn)}
     for line in lines:
         want = as_written(line.encode())

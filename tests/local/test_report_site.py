@@ -55,11 +55,11 @@ def refs(page: Path) -> Refs:
 
 
 @pytest.fixture()
-def demo_store(fresh_db, monkeypatch):
+def demo_store(empty_db, monkeypatch):
     """The demo campaign in a fresh database that `dnscamp` (its reader URL) reads."""
-    load_demo(fresh_db)
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", conninfo_to_dict(fresh_db)["dbname"])
-    return fresh_db
+    load_demo(empty_db)
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", conninfo_to_dict(empty_db)["dbname"])
+    return empty_db
 
 
 def build(out: Path, *args: str) -> Path:
@@ -124,12 +124,12 @@ def test_demo_site_is_self_contained_and_light(demo_store, tmp_path):
     assert total <= MAX_PAGE_BYTES, total
 
 
-def test_cdfs_of_many_rows_are_sampled_within_half_a_percent(fresh_db):
+def test_cdfs_of_many_rows_are_sampled_within_half_a_percent(empty_db):
     # 100,000 rows per group: at most ECDF_POINTS + 2 points each, the extremes kept, every
     # point on the exact empirical CDF and no gap between points above 1 / ECDF_POINTS
     src = ("  SELECT g, x * 1.0 AS v FROM generate_series(1, 100000) AS x"
            " CROSS JOIN (VALUES ('a'), ('b')) AS t(g)")
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         rows = conn.execute(figures.ecdf_sql(src, "g", "v")).fetchall()
     for g in ("a", "b"):
         pts = [(float(v), float(c)) for gg, n, v, c in rows if gg == g]

@@ -54,20 +54,20 @@ def _check(url: str) -> int:
         return sum(r[6] for r in rollup)
 
 
-def test_rollups_equal_the_base_views(fresh_db, tmp_path):
+def test_rollups_equal_the_base_views(empty_db, tmp_path):
     sys.path.insert(0, str(ROOT / "bench"))
     from ingest_bench import generate_dns
 
     generate_dns(tmp_path / "dns.jsonl", 3000, days=1, vantages=2, resolvers=1, seed=5)
     shutil.copytree(V1, tmp_path / "v1", ignore=shutil.ignore_patterns("invalid"))
-    first = ingest([tmp_path], fresh_db)
-    n = _check(fresh_db)
+    first = ingest([tmp_path], empty_db)
+    n = _check(empty_db)
     assert n == 3000 + 13 and first.ingested > n
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT sum(failures) FROM dns_hourly").fetchone()[0] > 30
         assert c.execute("SELECT count(*) FROM dns_hourly WHERE cardinality(buckets) > 3").fetchone()[0] > 10
     # the documented percentile query (docs/store.md "Rollups") against the exact one
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         approx = dict(c.execute(
             "SELECT transport, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), 0.5) "
             "FROM (SELECT transport, bucket, sum(n) AS n FROM v_dns_hourly_hist GROUP BY 1, 2) h GROUP BY transport"))
@@ -76,17 +76,17 @@ def test_rollups_equal_the_base_views(fresh_db, tmp_path):
     assert set(approx) == set(exact) and len(exact) == 6
     assert all(abs(approx[t] - exact[t]) <= 0.01 * exact[t] for t in exact), (approx, exact)
     # duplicates add nothing
-    assert ingest([tmp_path], fresh_db).duplicates == first.ingested
-    assert _check(fresh_db) == n
+    assert ingest([tmp_path], empty_db).duplicates == first.ingested
+    assert _check(empty_db) == n
     # rows written through the results view (its triggers) are counted, deleted ones uncounted
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_dns_query ORDER BY id LIMIT 500")]
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
                   "network_profile, started_at, status, error, env, body) SELECT gen_random_uuid(), schema, kind, "
                   "'copied', run, unit, vantage_id, provider, region, network_profile, started_at, status, error, env, "
                   "body FROM results WHERE id = ANY(%s)", (ids[:200],))  # fmt: skip
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[200:],))
-    assert _check(fresh_db) == n + 200 - 300
+    assert _check(empty_db) == n + 200 - 300
 
 
 def test_hist_bucket_python_equals_sql(db_url):

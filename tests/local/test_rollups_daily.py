@@ -103,7 +103,7 @@ def _savings_equal_old_definition(url: str) -> int:
 
 @contextmanager
 def scratch_db():
-    """A new database copied from the session's migrated, empty one (as conftest's fresh_db)."""
+    """A new database copied from the session's migrated, empty one (as conftest's empty_db)."""
     from db import engine
 
     name = f"daily_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -169,53 +169,53 @@ def campaign(tmp_path):
     return out
 
 
-def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):
+def test_rollups_equal_the_base_views_through_every_write_path(empty_db, campaign, monkeypatch, tmp_path):
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
-    gen.load(campaign, fresh_db, workers=1)
-    sizes = check(fresh_db)
+    gen.load(campaign, empty_db, workers=1)
+    sizes = check(empty_db)
     assert sizes["conn"] > 100 and sizes["conn_hist"] > 2000 and sizes["page_load"] > 100 and sizes["status"] > 30
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert {r[0] for r in c.execute("SELECT DISTINCT connection FROM dns_conn_daily")} == {"fresh", "reuse", "resume"}
         assert c.execute("SELECT max(n) FROM dns_conn_daily").fetchone()[0] > 20
-    assert _savings_equal_old_definition(fresh_db) > 100
+    assert _savings_equal_old_definition(empty_db) > 100
 
     # re-ingest: duplicates add nothing
-    stats = ingest([campaign / "records"], fresh_db, workers=1)
+    stats = ingest([campaign / "records"], empty_db, workers=1)
     assert stats.ingested == 0 and stats.duplicates > 5000
-    assert check(fresh_db) == sizes
+    assert check(empty_db) == sizes
 
     # batches of stored and new records: only the new counted (the parsers' sums are for whole batches)
-    ingest_mixed_batches(campaign, tmp_path, fresh_db)
-    sizes = check(fresh_db)
+    ingest_mixed_batches(campaign, tmp_path, empty_db)
+    sizes = check(empty_db)
 
     # the results view's triggers: copies counted, deleted rows uncounted (the page-load extremes recomputed)
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "
                                        "AND campaign = 'daily' ORDER BY id LIMIT 400")]  # fmt: skip
         copy_through_results_view(c, ids[:150])
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[150:],))
         c.execute("DELETE FROM results WHERE campaign = 'copied' AND kind = 'page_load' AND id IN "
                   "(SELECT id FROM results WHERE campaign = 'copied' AND kind = 'page_load' LIMIT 5)")
-    after = check(fresh_db)
+    after = check(empty_db)
     assert after["conn"] > 100 and after != sizes
-    with psycopg.connect(fresh_db) as c:  # the copies are stored whole: the rollups' generic branch
+    with psycopg.connect(empty_db) as c:  # the copies are stored whole: the rollups' generic branch
         assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] > 50
 
     # pings deleted (a raw result's cascade) and updated: the latest of what is left
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         c.execute("DELETE FROM atlas_results_raw WHERE id IN (SELECT raw_id FROM atlas_ping_latest ORDER BY raw_id LIMIT 40)")
         c.execute("UPDATE atlas_ping SET status = 'timeout' WHERE raw_id IN "
                   "(SELECT raw_id FROM atlas_ping_latest ORDER BY raw_id DESC LIMIT 20)")
-    _savings_equal_old_definition(fresh_db)
+    _savings_equal_old_definition(empty_db)
 
 
-def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):
+def test_archive_restore_rebuilds_the_rollups(empty_db, campaign, tmp_path):
     """`dnscamp archive` then `archive restore` (twice: idempotent) into an empty store: the
     same rollups as the store the archive came from."""
     from dnscamp.opendata import archive
 
-    gen.load(campaign, fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    gen.load(campaign, empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         archive.write(c, "daily", str(tmp_path / "arch"))  # the records' campaign (Atlas's is "daily/atlas")
     with scratch_db() as url:
         archive.restore(str(tmp_path / "arch"), url, workers=1)
@@ -224,19 +224,19 @@ def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):
         assert sizes["conn"] > 100 and sizes["page_load"] > 100
         for q in ("SELECT sum(n), sum(failures), sum(total_packets), sum(timed) FROM v_dns_conn_daily WHERE campaign = 'daily'",
                   "SELECT sum(n), sum(timed), min(min_plt_ms), max(max_plt_ms) FROM v_page_load_daily WHERE campaign = 'daily'"):
-            with psycopg.connect(url) as a, psycopg.connect(fresh_db) as b:
+            with psycopg.connect(url) as a, psycopg.connect(empty_db) as b:
                 assert a.execute(q).fetchone() == b.execute(q).fetchone()
 
 
-def test_percentiles_from_the_daily_rollups_are_within_one_percent(fresh_db, campaign):
-    gen.load(campaign, fresh_db, workers=1)
+def test_percentiles_from_the_daily_rollups_are_within_one_percent(empty_db, campaign):
+    gen.load(campaign, empty_db, workers=1)
     q = """SELECT transport, connection, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket), array_agg(n ORDER BY bucket), %s)
            FROM (SELECT transport, connection, bucket, sum(n) AS n FROM v_dns_conn_daily_hist
                  WHERE measure = %s AND campaign = 'daily' GROUP BY 1, 2, 3) h GROUP BY 1, 2"""
     exact = """SELECT transport, CASE WHEN connection_reused THEN 'reuse' WHEN resumed THEN 'resume' ELSE 'fresh' END,
                       percentile_disc(%s) WITHIN GROUP (ORDER BY {m})
                FROM v_dns_query WHERE status = 'ok' AND {m} IS NOT NULL AND campaign = 'daily' GROUP BY 1, 2"""
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         for m in MEASURES:
             for p in (0.5, 0.9):
                 approx = {(t, k): v for t, k, v in c.execute(q, (p, m))}

@@ -93,12 +93,12 @@ def campaign(tmp_path):
     return out
 
 
-def test_health_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch):
+def test_health_rollups_equal_the_base_views_through_every_write_path(empty_db, campaign, monkeypatch):
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 64 << 10)  # many batches: a run's records in several
-    gen.load(campaign, fresh_db, workers=1)
-    sizes = check(fresh_db)
+    gen.load(campaign, empty_db, workers=1)
+    sizes = check(empty_db)
     assert sizes["ingest_daily"] > 200 and sizes["units"] > 500 and sizes["credits"] >= 4
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         kinds = {r[0] for r in c.execute("SELECT DISTINCT kind FROM v_ingest_daily")}
         assert {"dns_query", "page_load", "ping"} <= kinds
         # a context's records of one day in several batches, and rows of several records
@@ -106,12 +106,12 @@ def test_health_rollups_equal_the_base_views_through_every_write_path(fresh_db, 
         assert c.execute("SELECT max(n) FROM ingest_daily").fetchone()[0] >= 20
 
     # re-ingest: duplicates add nothing
-    stats = ingest([campaign / "records"], fresh_db, workers=1)
+    stats = ingest([campaign / "records"], empty_db, workers=1)
     assert stats.ingested == 0 and stats.duplicates > 5000
-    assert check(fresh_db) == sizes
+    assert check(empty_db) == sizes
 
     # the results view's triggers: copies counted, deleted rows uncounted (first / last recomputed)
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE campaign = 'health' ORDER BY id LIMIT 300")]
         copy_through_results_view(c, ids[:100])
         c.execute("INSERT INTO results (id, schema, kind, campaign, run, unit, vantage_id, provider, region, "
@@ -126,46 +126,46 @@ def test_health_rollups_equal_the_base_views_through_every_write_path(fresh_db, 
                   "ORDER BY ctx_id, batch_id, started_at DESC LIMIT 20)")
         c.execute("DELETE FROM results WHERE campaign = 'copied' AND id IN "  # five copies that have a unit
                   "(SELECT id FROM results WHERE campaign = 'copied' AND unit IS NOT NULL LIMIT 5)")
-    after = check(fresh_db)
+    after = check(empty_db)
     assert after != sizes
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM v_results WHERE unit IS NULL").fetchone()[0] == 10
 
     # Atlas results deleted and updated; a measurement registered after its results
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         c.execute("DELETE FROM atlas_results_raw WHERE id IN (SELECT id FROM atlas_results_raw ORDER BY \"timestamp\" LIMIT 50)")
         c.execute("DELETE FROM atlas_results_raw WHERE id IN (SELECT id FROM atlas_results_raw ORDER BY \"timestamp\" DESC LIMIT 5)")
         c.execute("UPDATE atlas_results_raw SET campaign = 'moved', raw = raw || '{\"sent\": 7}' WHERE id IN "
                   "(SELECT id FROM atlas_results_raw WHERE type = 'ping' ORDER BY id LIMIT 30)")
         c.execute("DELETE FROM atlas_measurements WHERE msm_id = (SELECT min(msm_id) FROM atlas_measurements)")
-    check(fresh_db)
-    with psycopg.connect(fresh_db) as c:
+    check(empty_db)
+    with psycopg.connect(empty_db) as c:
         c.execute("INSERT INTO atlas_measurements (msm_id, campaign, role, target, definition) "
                   "SELECT msm_id, 'late', 'server_resolver', 'x', '{\"is_oneoff\": false}' FROM atlas_results_raw "
                   "WHERE msm_id NOT IN (SELECT msm_id FROM atlas_measurements) LIMIT 1")
         assert c.execute("SELECT count(*) FROM v_atlas_credits WHERE role = 'server_resolver' AND NOT charged").fetchone()[0] > 0
-    check(fresh_db)
+    check(empty_db)
 
 
-def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, monkeypatch):
+def test_a_batch_stored_row_by_row_counts_each_record_once(empty_db, tmp_path, monkeypatch):
     """Postgres refuses one row of a batch (a started_at beyond timestamptz, forced into the
     binary row): the batch is stored again row by row, each stored record counted once."""
     good = (RESULTS / "v1" / "dns_query.jsonl").read_text().splitlines()[:4]
     monkeypatch.setattr(parse_mod, "_record", _forge_timestamp(parse_mod._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
-    assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
-    check(fresh_db)
-    with psycopg.connect(fresh_db) as c:
+    assert ingest([f], empty_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
+    check(empty_db)
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT sum(n) FROM ingest_daily").fetchone()[0] == 3
 
 
-def test_archive_restore_rebuilds_the_health_rollups(fresh_db, campaign, tmp_path):
+def test_archive_restore_rebuilds_the_health_rollups(empty_db, campaign, tmp_path):
     """`dnscamp archive` then `archive restore` (twice: idempotent) into an empty store."""
     from dnscamp.opendata import archive
 
-    gen.load(campaign, fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    gen.load(campaign, empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         archive.write(c, "health", str(tmp_path / "arch"))
     with scratch_db() as url:
         archive.restore(str(tmp_path / "arch"), url, workers=1)
@@ -176,7 +176,7 @@ def test_archive_restore_rebuilds_the_health_rollups(fresh_db, campaign, tmp_pat
                   "WHERE campaign = 'health' GROUP BY 1 ORDER BY 1",
                   "SELECT count(*), count(DISTINCT unit), sum(records) FROM v_unit_daily WHERE campaign = 'health'",
                   "SELECT campaign, msm_id, type, results, credits FROM v_atlas_credits ORDER BY 1, 2, 3"):
-            with psycopg.connect(url) as a, psycopg.connect(fresh_db) as b:
+            with psycopg.connect(url) as a, psycopg.connect(empty_db) as b:
                 assert a.execute(q).fetchall() == b.execute(q).fetchall()
 
 
@@ -198,7 +198,7 @@ def test_the_upgrade_backfills_the_stored_records(fresh_db, campaign):
     assert check(fresh_db) == before
 
 
-def test_atlas_results_one_by_one_and_in_blocks_sum_the_same(fresh_db, tmp_path):
+def test_atlas_results_one_by_one_and_in_blocks_sum_the_same(empty_db, tmp_path):
     """The per-result path (block 0) and blocks of any size give the same sums."""
     from collectors.atlas_ingest import ingest_files
 
@@ -216,9 +216,9 @@ def test_atlas_results_one_by_one_and_in_blocks_sum_the_same(fresh_db, tmp_path)
     assert results[0] == results[1] == results[2] and len(results[0]) >= 3
 
 
-def test_ingest_lag_median_from_the_histograms_is_within_one_percent(fresh_db, campaign):
-    gen.load(campaign, fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+def test_ingest_lag_median_from_the_histograms_is_within_one_percent(empty_db, campaign):
+    gen.load(campaign, empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         approx = dict(c.execute("""SELECT vantage_id, dnscamp_hist_quantile(array_agg(bucket ORDER BY bucket),
                                           array_agg(n ORDER BY bucket), 0.5)
                                    FROM (SELECT vantage_id, bucket, sum(n) AS n FROM v_ingest_lag_hist GROUP BY 1, 2) h
@@ -268,7 +268,7 @@ FROM v_results {W} GROUP BY 1, 2 ORDER BY 1, 2""",
 MEDIANS = {("Per vantage: units run, last measurement, ingest lag", 9), ("Ingest lag over time", 2)}  # column of the median
 
 
-def test_the_health_panels_show_what_the_records_give(fresh_db, campaign):
+def test_the_health_panels_show_what_the_records_give(empty_db, campaign):
     """Over whole UTC days (1-day time buckets for the lag over time), the panels on the
     rollups show the records' counts, units, first / last / ingest times and greatest lag
     exactly, and their median lags within 1 %."""
@@ -276,12 +276,12 @@ def test_the_health_panels_show_what_the_records_give(fresh_db, campaign):
     from dashboards.expand import expand, resolve
     from tests.local.test_dashboards_sql import reader_url
 
-    gen.load(campaign, fresh_db, workers=1)
+    gen.load(campaign, empty_db, workers=1)
     data = dashboards.build()["dnscamp-health.json"]
     sql = {p["title"]: p["targets"][0]["rawSql"] for p in dashboards.panel_list(data)}
     end = datetime.fromisoformat(gen.END.replace("Z", "+00:00"))
     window = (end - timedelta(days=9), end - timedelta(days=2))  # 7 days, not every record
-    with psycopg.connect(reader_url(fresh_db)) as c:
+    with psycopg.connect(reader_url(empty_db)) as c:
         variables = resolve(c, data, {}, *window)
         for title, old in ON_RECORDS.items():
             assert "v_results" not in sql[title]  # the rollups, not every record

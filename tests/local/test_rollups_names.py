@@ -90,41 +90,41 @@ def panels(url: str, time_range, selected=None) -> dict[tuple[str, str], tuple[l
     return out
 
 
-def test_rollups_equal_the_base_views_through_every_write_path(fresh_db, campaign, monkeypatch, tmp_path):  # noqa: F811
+def test_rollups_equal_the_base_views_through_every_write_path(empty_db, campaign, monkeypatch, tmp_path):  # noqa: F811
     monkeypatch.setattr(read_mod, "BATCH_BYTES", 96 << 10)  # many batches: rows of one key in several
-    gen.load(campaign, fresh_db, workers=1)
-    sizes = check(fresh_db)
+    gen.load(campaign, empty_db, workers=1)
+    sizes = check(empty_db)
     assert sizes["names"] > 300 and sizes["page_urls"] > 300 and sizes["page_url_hist"] > 500
-    with psycopg.connect(fresh_db) as c:  # a page row holds several keys
+    with psycopg.connect(empty_db) as c:  # a page row holds several keys
         assert c.execute("SELECT max(cardinality(keys)) FROM page_load_url_daily").fetchone()[0] > 1
-    with psycopg.connect(fresh_db) as c:  # a row holds many keys, with failures among them
+    with psycopg.connect(empty_db) as c:  # a row holds many keys, with failures among them
         assert c.execute("SELECT max(cardinality(keys)) FROM dns_name_daily").fetchone()[0] > 20
         assert c.execute("SELECT count(DISTINCT status) FROM dns_name_keys").fetchone()[0] > 5
 
-    stats = ingest([campaign / "records"], fresh_db, workers=1)  # re-ingest: duplicates add nothing
+    stats = ingest([campaign / "records"], empty_db, workers=1)  # re-ingest: duplicates add nothing
     assert stats.ingested == 0 and stats.duplicates > 5000
-    assert check(fresh_db) == sizes
+    assert check(empty_db) == sizes
 
     # batches of stored and new records (the parsers' sums then go unused)
-    ingest_mixed_batches(campaign, tmp_path, fresh_db)
-    sizes = check(fresh_db)
+    ingest_mixed_batches(campaign, tmp_path, empty_db)
+    sizes = check(empty_db)
 
     # the results view's triggers: copies counted (the generic branch: qname from the body), deleted rows uncounted
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         ids = [r[0] for r in c.execute("SELECT id FROM v_results WHERE kind IN ('dns_query', 'page_load') "
                                        "AND campaign = 'daily' ORDER BY id LIMIT 400")]  # fmt: skip
         copy_through_results_view(c, ids[:150])
         c.execute("DELETE FROM results WHERE id = ANY(%s)", (ids[150:],))
         c.execute("DELETE FROM results WHERE campaign = 'copied'")  # every record of a key: its rows go
         copy_through_results_view(c, ids[:100])
-    after = check(fresh_db)
+    after = check(empty_db)
     assert after != sizes
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM v_dns_name_daily WHERE campaign = 'copied'").fetchone()[0] > 10
         assert c.execute("SELECT count(*) FROM generic_results WHERE kind = 'dns_query'").fetchone()[0] > 20
 
 
-def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, monkeypatch):
+def test_a_batch_stored_row_by_row_counts_each_record_once(empty_db, tmp_path, monkeypatch):
     """Postgres refuses one row of a batch: the batch is stored again row by row; the names
     rollup counts each stored record once (the first attempt's rows are gone with its rollback)."""
     import collectors.parse as cp
@@ -133,17 +133,17 @@ def test_a_batch_stored_row_by_row_counts_each_record_once(fresh_db, tmp_path, m
     monkeypatch.setattr(cp, "_record", _forge_timestamp(cp._record, bad_line=2))
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(good) + "\n")
-    assert ingest([f], fresh_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
-    assert check(fresh_db)["names"] >= 1
-    with psycopg.connect(fresh_db) as c:
+    assert ingest([f], empty_db, workers=1).as_json() == {"ingested": 3, "duplicates": 0, "quarantined": 1}
+    assert check(empty_db)["names"] >= 1
+    with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT sum(n) FROM v_dns_name_daily").fetchone()[0] == 3
 
 
-def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):  # noqa: F811
+def test_archive_restore_rebuilds_the_rollups(empty_db, campaign, tmp_path):  # noqa: F811
     from dnscamp.opendata import archive
 
-    gen.load(campaign, fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    gen.load(campaign, empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         archive.write(c, "daily", str(tmp_path / "arch"))
     with scratch_db() as url:
         archive.restore(str(tmp_path / "arch"), url, workers=1)
@@ -151,7 +151,7 @@ def test_archive_restore_rebuilds_the_rollups(fresh_db, campaign, tmp_path):  # 
         sizes = check(url)
         assert sizes["names"] > 300 and sizes["page_urls"] > 300
         q = "SELECT status, sum(n) FROM v_dns_name_daily WHERE campaign = 'daily' GROUP BY 1 ORDER BY 1"
-        with psycopg.connect(url) as a, psycopg.connect(fresh_db) as b:
+        with psycopg.connect(url) as a, psycopg.connect(empty_db) as b:
             assert a.execute(q).fetchall() == b.execute(q).fetchall()
 
 
@@ -182,22 +182,22 @@ def _day_range(c) -> tuple[datetime, datetime]:
     return lo, hi.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
 
 
-def test_the_panels_give_what_the_records_say(fresh_db, campaign):  # noqa: F811
+def test_the_panels_give_what_the_records_say(empty_db, campaign):  # noqa: F811
     """Top failing names: the same rows as 0017's query over the records for whole UTC days;
     the per-page differences to Do53: each median within 1 % of percentile_disc of the loads."""
-    gen.load(campaign, fresh_db, workers=1)
-    with psycopg.connect(fresh_db) as c:
+    gen.load(campaign, empty_db, workers=1)
+    with psycopg.connect(empty_db) as c:
         lo, hi = _day_range(c)
         last = c.execute("SELECT date_trunc('day', max(started_at), 'UTC') FROM v_dns_query WHERE status <> 'ok'").fetchone()[0]
         exact = {d: c.execute(TOP_NAMES_EXACT, d).fetchall() for d in ((lo, hi), (last, last + timedelta(days=1)))}
         loads = c.execute("SELECT url, browser, network_profile, http, dns_transport, plt_ms FROM v_page_load "
                           "WHERE status = 'ok' AND plt_ms IS NOT NULL").fetchall()
     # a range ending at midnight touches the next day: end it a second before
-    r = panels(fresh_db, (lo, hi - timedelta(seconds=1)))
+    r = panels(empty_db, (lo, hi - timedelta(seconds=1)))
     cols, rows = r[("dnscamp-failures.json", "Top failing names")]
     assert rows == exact[(lo, hi)] and len(rows) == 25 and cols[-1] == "commonest_status"
     # a few hours: their whole UTC day
-    day = panels(fresh_db, (last + timedelta(hours=20), last + timedelta(hours=23)))[("dnscamp-failures.json", "Top failing names")]
+    day = panels(empty_db, (last + timedelta(hours=20), last + timedelta(hours=23)))[("dnscamp-failures.json", "Top failing names")]
     assert day[1] == exact[(last, last + timedelta(days=1))] and day[1]
 
     groups = defaultdict(list)

@@ -67,11 +67,11 @@ def _sizes(url: str) -> tuple[int, int]:
         return c.execute("SELECT pg_total_relation_size('result_ids'), pg_relation_size('result_ids')").fetchone()
 
 
-def test_stored_hashes_are_the_first_16_bytes_of_the_sha256(fresh_db, tmp_path, monkeypatch):
+def test_stored_hashes_are_the_first_16_bytes_of_the_sha256(empty_db, tmp_path, monkeypatch):
     recs = _records(20)
-    stats = ingest([_write(tmp_path / "a.jsonl", recs)], fresh_db)
+    stats = ingest([_write(tmp_path / "a.jsonl", recs)], empty_db)
     assert stats.as_json() == {"ingested": 20, "duplicates": 0, "quarantined": 0}
-    assert _hashes(fresh_db) == {r["id"]: _full_sha256(r, monkeypatch)[:16] for r in recs}
+    assert _hashes(empty_db) == {r["id"]: _full_sha256(r, monkeypatch)[:16] for r in recs}
 
 
 def test_records_stored_before_the_upgrade_stay_duplicates_and_conflicts(fresh_db, tmp_path, monkeypatch):
@@ -108,23 +108,23 @@ def test_records_stored_before_the_upgrade_stay_duplicates_and_conflicts(fresh_d
     migrate.upgrade(_sa(fresh_db), "head")
 
 
-def test_records_stored_after_the_upgrade(fresh_db, tmp_path):
+def test_records_stored_after_the_upgrade(empty_db, tmp_path):
     recs = _records(50)
     f = _write(tmp_path / "a.jsonl", recs)
-    assert ingest([f], fresh_db).ingested == 50
-    assert {len(h) for h in _hashes(fresh_db).values()} == {16}
-    assert ingest([f], fresh_db).as_json() == {"ingested": 0, "duplicates": 50, "quarantined": 0}
+    assert ingest([f], empty_db).ingested == 50
+    assert {len(h) for h in _hashes(empty_db).values()} == {16}
+    assert ingest([f], empty_db).as_json() == {"ingested": 0, "duplicates": 50, "quarantined": 0}
     changed = _write(tmp_path / "b.jsonl", [dict(recs[7], status="timeout", error="no answer")])
-    assert ingest([changed], fresh_db).as_json() == {"ingested": 0, "duplicates": 0, "quarantined": 1}
+    assert ingest([changed], empty_db).as_json() == {"ingested": 0, "duplicates": 0, "quarantined": 1}
 
 
-def test_rows_inserted_through_the_results_view_then_ingested(fresh_db, tmp_path, monkeypatch):
+def test_rows_inserted_through_the_results_view_then_ingested(empty_db, tmp_path, monkeypatch):
     """The results view stores the content_sha256 it is given: none, the full sha256 (what a
     writer of before 0021 computes) or the 16 bytes. Ingesting the same records afterwards finds
     duplicates in all three cases; a changed record under such an id is an id_conflict."""
     recs = _records(3)
     given = [None, _full_sha256(recs[1], monkeypatch), _full_sha256(recs[2], monkeypatch)[:16]]
-    with psycopg.connect(fresh_db) as c:
+    with psycopg.connect(empty_db) as c:
         for rec, h in zip(recs, given):
             v = rec["vantage"]
             c.execute(
@@ -135,8 +135,8 @@ def test_rows_inserted_through_the_results_view_then_ingested(fresh_db, tmp_path
                  v["provider"], v.get("region"), v.get("network_profile"), rec["started_at"], rec["status"],
                  rec.get("error"), json.dumps(rec.get("env", {})), json.dumps(rec["body"]), h),
             )  # fmt: skip
-    assert _hashes(fresh_db) == {r["id"]: h for r, h in zip(recs, given)}
+    assert _hashes(empty_db) == {r["id"]: h for r, h in zip(recs, given)}
     f = _write(tmp_path / "a.jsonl", recs)
-    assert ingest([f], fresh_db).as_json() == {"ingested": 0, "duplicates": 3, "quarantined": 0}
+    assert ingest([f], empty_db).as_json() == {"ingested": 0, "duplicates": 3, "quarantined": 0}
     changed = _write(tmp_path / "b.jsonl", [dict(r, run="other-run") for r in recs[1:]])
-    assert ingest([changed], fresh_db).as_json() == {"ingested": 0, "duplicates": 0, "quarantined": 2}
+    assert ingest([changed], empty_db).as_json() == {"ingested": 0, "duplicates": 0, "quarantined": 2}

@@ -155,25 +155,25 @@ def rollup_vs_exact(results: dict[str, tuple[list[str], list[tuple]]]) -> list[s
     return failures
 
 
-def test_every_example_returns_rows_and_agrees_with_its_exact_form(fresh_db, tmp_path):
+def test_every_example_returns_rows_and_agrees_with_its_exact_form(empty_db, tmp_path):
     """On the demo data (113 records), then with a generated campaign of the same name added
     (bench/gen_campaign.py: a few thousand records with failures of every kind, four profiles,
     h2 and h3), where a rollup form that counted or filtered otherwise than its exact form, or
     read another quantile, would show."""
-    load_demo(fresh_db)
-    reader = engine.database_url("reader", dbname=conninfo_to_dict(fresh_db)["dbname"])
+    load_demo(empty_db)
+    reader = engine.database_url("reader", dbname=conninfo_to_dict(empty_db)["dbname"])
     results, failures = run_examples(reader)
     assert failures == []
     assert rollup_vs_exact(results) == []
     gen.generate(tmp_path, seed=16, dns_queries_n=4000, page_loads_n=1500, atlas_n=200, campaign=CAMPAIGN)
-    gen.load(tmp_path, fresh_db, workers=1)
+    gen.load(tmp_path, empty_db, workers=1)
     results, failures = run_examples(reader)
     assert failures == [] and rollup_vs_exact(results) == []
 
 
-def test_each_view_documented_with_its_columns(fresh_db):
+def test_each_view_documented_with_its_columns(empty_db):
     views = {t: body for t, body in sections(sections(GUIDE.read_text(), "##")["The views"], "###").items()}
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         actual: dict[str, list[str]] = {}
         for name, col in conn.execute(
                 "SELECT table_name, column_name FROM information_schema.columns "
@@ -213,15 +213,15 @@ def _without_alias(sql: str, pairing: str, instead: str = "") -> str:
     return sql.replace(pairing, instead)
 
 
-def test_example_7_window_form_gives_the_self_joins_rows(fresh_db, tmp_path):
+def test_example_7_window_form_gives_the_self_joins_rows(empty_db, tmp_path):
     """On the demo data and a generated campaign beside it (its Do53 goes to another resolver
     than its encrypted modes, so its loads pair only without the resolver alias, as the guide
     says): the same rows both ways, with pairs, and more of them without the alias."""
     window = dict(examples())["7. Page-load-time difference to Do53 per condition"]
-    load_demo(fresh_db)
+    load_demo(empty_db)
     gen.generate(tmp_path, seed=7, dns_queries_n=200, page_loads_n=3000, atlas_n=20, campaign=CAMPAIGN)
-    gen.load(tmp_path, fresh_db, workers=1)
-    reader = engine.database_url("reader", dbname=conninfo_to_dict(fresh_db)["dbname"])
+    gen.load(tmp_path, empty_db, workers=1)
+    reader = engine.database_url("reader", dbname=conninfo_to_dict(empty_db)["dbname"])
     forms = [(window, EXAMPLE_7_JOIN),
              (_without_alias(window, ", resolver_alias)", ")"),
               _without_alias(EXAMPLE_7_JOIN, " AND b.resolver_alias = x.resolver_alias"))]

@@ -20,8 +20,8 @@ def test_every_view_file_exists_in_the_database(db_url):
     assert set(all_views()) <= views
 
 
-def test_reader_reads_views_not_tables(fresh_db):
-    reader = fresh_db.replace("postgres@", f"{engine.READER}@", 1)
+def test_reader_reads_views_not_tables(empty_db):
+    reader = empty_db.replace("postgres@", f"{engine.READER}@", 1)
     with psycopg.connect(reader) as c:
         assert c.execute("SELECT count(*) FROM v_results").fetchone()[0] == 0
     with psycopg.connect(reader) as c:
@@ -32,8 +32,8 @@ def test_reader_reads_views_not_tables(fresh_db):
             c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES ('x', 1, 'r', 'x')")
 
 
-def test_writer_inserts_but_cannot_drop(fresh_db):
-    writer = fresh_db.replace("postgres@", f"{engine.WRITER}@", 1)
+def test_writer_inserts_but_cannot_drop(empty_db):
+    writer = empty_db.replace("postgres@", f"{engine.WRITER}@", 1)
     with psycopg.connect(writer) as c:
         c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES ('x', 1, 'r', 'x')")
         c.commit()

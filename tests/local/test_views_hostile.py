@@ -31,18 +31,18 @@ def _read_every_view(url: str) -> dict[str, int]:
     return rows
 
 
-def test_every_view_reads_the_hostile_corpus(fresh_db):
+def test_every_view_reads_the_hostile_corpus(empty_db):
     files = sorted(HOSTILE.glob("*.jsonl"))
     assert HOSTILE / "types.jsonl" in files
-    stats = ingest([*files, V1], fresh_db)
-    rows = _read_every_view(fresh_db)
+    stats = ingest([*files, V1], empty_db)
+    rows = _read_every_view(empty_db)
     assert set(rows) >= {"v_ping", "v_dns_query", "v_page_load", "v_results", "v_failures"}
 
     cases = {}
     for n, line in enumerate((HOSTILE / "types.jsonl").read_text().splitlines(), 1):
         rec = json.loads(line)
         cases[n] = (rec["id"], rec["env"]["case"], rec["env"]["expect"])
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         quarantined = dict(
             conn.execute(
                 "SELECT line, reason FROM quarantine WHERE source_file = %s", (str((HOSTILE / "types.jsonl").resolve()),)
@@ -99,9 +99,9 @@ LEGACY = {
 }
 
 
-def test_views_read_rows_stored_before_strict_records(fresh_db):
+def test_views_read_rows_stored_before_strict_records(empty_db):
     # Straight into the table (as the owner): these rows bypass today's models on purpose.
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         for kind, body in LEGACY.items():
             conn.execute(
                 "INSERT INTO results (id, schema, kind, campaign, run, vantage_id, provider, started_at, status, env, body) "
@@ -109,9 +109,9 @@ def test_views_read_rows_stored_before_strict_records(fresh_db):
                 "'{}'::jsonb, %s::jsonb)",
                 (uuid.uuid4(), kind, json.dumps(body).replace('"@1e400"', "1e400")),  # beyond a double
             )
-    rows = _read_every_view(fresh_db)
+    rows = _read_every_view(empty_db)
     assert rows["v_ping"] == rows["v_dns_query"] == rows["v_page_load"] == 1
-    with psycopg.connect(fresh_db) as conn:
+    with psycopg.connect(empty_db) as conn:
         assert conn.execute("SELECT sent, received, port, rtt_avg_ms FROM v_ping").fetchone() == (None, 3, None, 5.0)
         assert conn.execute("SELECT t_start, t_tls_done, total_bytes, exchange_rtt_multiple FROM v_dns_query").fetchone() == (
             -9223372036854775808, None, None, None)

@@ -22,10 +22,10 @@ def _mine() -> list[str]:
     return [ns for ns in netns.list_ns("dc-ap-") if ns.startswith(f"dc-ap-{__import__('os').getpid()}-")]
 
 
-def test_offline_pipeline_recovers_the_ground_truth(fresh_db, tmp_path):
+def test_offline_pipeline_recovers_the_ground_truth(empty_db, tmp_path):
     before = netns.root_snapshot()
     try:
-        r = run_offline(n_probes=6, campaign="atlas-offline-test", seed=7, db_url=fresh_db, run_dir=tmp_path)
+        r = run_offline(n_probes=6, campaign="atlas-offline-test", seed=7, db_url=empty_db, run_dir=tmp_path)
     finally:
         left = _mine()
         for ns in left:
@@ -50,14 +50,14 @@ def test_offline_pipeline_recovers_the_ground_truth(fresh_db, tmp_path):
     assert {json.loads(x)["src"] for x in log} == {p.egress for p in plan_probes(6, 7)}
 
 
-def test_atlas_kind_yields_one_valid_record(fresh_db, tmp_path, monkeypatch):
+def test_atlas_kind_yields_one_valid_record(empty_db, tmp_path, monkeypatch):
     from dnscamp import kinds
     from dnscamp.atlas_offline import KIND
     from vantage_agent.kind import RunContext, Unit
     from vantage_agent.records import Vantage, parse_record
 
     assert kinds.get("atlas") is KIND and KIND.where == "host"
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
     unit = Unit(id="u1", campaign="default", run="r1", kind="atlas", vantage=Vantage(id="testbed", provider="testbed"),
                 target="offline", repetition=0, params={"probes": 3, "seed": 2}, seed=1)
     ctx = RunContext(spool_dir=tmp_path / "spool", artifacts_dir=tmp_path / "art")

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.testbed
 
 
 @pytest.fixture()
-def store(fresh_db, monkeypatch):
-    """The experiment's ingest and analysis both use this test's fresh database."""
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", fresh_db.split("/")[3].split("?")[0])
-    return fresh_db
+def store(empty_db, monkeypatch):
+    """The experiment's ingest and analysis both use this test's empty store."""
+    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
+    return empty_db
 
 
 def _run(*args: str) -> str:
