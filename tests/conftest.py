@@ -33,7 +33,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # A testbed test that cannot run must fail loudly, never skip silently (issue 2 §7).
+    # A testbed test that cannot run must fail loudly, never skip silently.
     if item.get_closest_marker("testbed") and os.geteuid() != 0:
         pytest.fail("testbed tests need root (network namespaces, iptables): run `make test` as root")
     if item.get_closest_marker("internet") and os.environ.get("DNSCAMP_INTERNET") != "1":

@@ -33,7 +33,7 @@ settings.register_profile(
 )
 settings.load_profile("dnscamp-ci")
 
-# How many generated lines went through each entry point in this session ("records",
+# How many generated lines went through each entry point in this test session ("records",
 # "ingest", "spec", "atlas"): each property asserts its own share, the summary shows all.
 TALLY: collections.Counter[str] = collections.Counter()
 

@@ -4,7 +4,7 @@ Valid records start from the fixtures (tests/fixtures/results/v1) and let hypoth
 a real agent could write: ids, every text field over the whole of Unicode (line and paragraph
 separators, C0/C1 controls, RTL marks, 4-byte emoji, very long strings), numbers inside and at
 the edge of the documented ranges, optional fields null or absent, timestamps with offsets.
-They must satisfy the records v1 contract of issue 11 (integers are integers, RFC 3339 with an
+They must satisfy the records v1 contract (integers are integers, RFC 3339 with an
 offset inside 2000..2100, non-negative durations, no NaN), so the store must accept every one.
 
 Hostile lines come in two classes:
@@ -36,7 +36,7 @@ BASE: dict[str, list[dict]] = {
     k: [json.loads(x) for x in (V1 / f"{k}.jsonl").read_text().splitlines() if x.strip()] for k in KINDS
 }
 
-# Characters that broke or could break line framing and text round trips (issue 11 §1).
+# Characters that broke or could break line framing and text round trips.
 NASTY = (
     "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\r", "\n", "\t",
     "\\", '"', "\x7f", "\x80", "\x9f", "\u200e", "\u200f", "\u202e", "\u2066", "\ufeff", "\ufffd",

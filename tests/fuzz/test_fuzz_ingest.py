@@ -1,7 +1,7 @@
 """Ingest under fuzzing, into the session's real embedded Postgres.
 
 Each example is one result file (plain or gzip) of dozens of generated lines. The invariant of
-issue 11: ingest never raises; ingested + duplicates + quarantined == non-blank lines; every
+ingest never raises; ingested + duplicates + quarantined == non-blank lines; every
 accepted record reads back equal (envelope columns, env and body as JSON values, text
 byte-equal); a rerun ingests nothing. On top, what the contract says line by line: valid
 records are stored, exact duplicates are duplicates, a different record under a stored id and
@@ -141,7 +141,7 @@ _RESOLVED: dict[str, bool] = {}
 
 
 def _has_resolved(c: psycopg.Connection) -> bool:
-    """Quarantine rows are resolved when the line is later ingested (issue 11): count only open ones."""
+    """Quarantine rows are resolved when the line is later ingested: count only open ones."""
     if "v" not in _RESOLVED:
         _RESOLVED["v"] = bool(c.execute(
             "SELECT 1 FROM information_schema.columns WHERE table_name = 'quarantine' AND column_name = 'resolved_at'"

@@ -1,4 +1,4 @@
-"""Migration 0011's reader views (issue 15): what the campaign-health panels read, checked
+"""Migration 0011's reader views: what the campaign-health panels read, checked
 against independently computed expectations, as the reader role."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two first-time `dnscamp ingest` on a fresh DNSCAMP_HOME at once (issue 11, defect 5): both
+"""Two first-time `dnscamp ingest` on a fresh DNSCAMP_HOME at once: both
 used to fail in initdb. Now the second waits for the first's initialisation (a file lock),
 role/database creation and migrations are serialised (advisory locks), and both succeed."""
 

@@ -1,4 +1,4 @@
-"""The embedded store is locked down (issue 11, defect 3): as root, an unprivileged local user
+"""The embedded store is locked down: as root, an unprivileged local user
 can neither connect (as any role, so no `COPY ... FROM PROGRAM`) nor read the passwords; the
 server never runs in group 0; `db up` changes no directory above $DNSCAMP_HOME; no password
 on any command line; clusters made by older dnscamp (trust) are hardened by `db up`.

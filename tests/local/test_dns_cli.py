@@ -225,7 +225,7 @@ class _RecordingResolver:
 
 @pytest.mark.parametrize("warm", [True, False])
 def test_cli_runs_the_kind_and_warms_the_cache_before_timing(servers, tmp_path, warm):
-    # issue 12 §4: `dnscamp dns` had its own loop, without the kind's warm-up, so the first
+    # `dnscamp dns` had its own loop, without the kind's warm-up, so the first
     # transport paid the recursion. Do53 -> a recording resolver; DoT -> the fake DoT server.
     rec = _RecordingResolver()
     try:

@@ -1,4 +1,4 @@
-"""Issue 12 §7: ``tls_version``, ``alpn`` and ``quic_version`` are what the connection
+"""``tls_version``, ``alpn`` and ``quic_version`` are what the connection
 negotiated, read from the TLS/QUIC library, never parsed from libcurl's verbose text nor
 assumed. Each server below is configured for something other than the usual values (TLS 1.2
 only, HTTP/1.1 only, no ALPN at all, QUIC version 2 only), and the record must say so."""

@@ -86,7 +86,7 @@ def test_jsonl_export_of_every_kinds_fixtures_reingests_as_duplicates(empty_db, 
 
 
 def test_jsonl_export_of_the_hostile_corpus_reingests_as_duplicates(empty_db, monkeypatch, tmp_path):
-    """The adversarial corpora of issue 11 (every accepted line: -0.0, 1.7e308, huge
+    """The adversarial corpora (every accepted line: -0.0, 1.7e308, huge
     navigation numbers, every code point class) come back exactly (failed before the compact
     store of migration 0012: jsonb's numeric turned -0.0 into 0.0 and 1.7e308 into an integer)."""
     assert _reexport(empty_db, monkeypatch, tmp_path, sorted((FIXTURES / "hostile").glob("*.jsonl"))) == []

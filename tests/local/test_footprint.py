@@ -1,4 +1,4 @@
-"""The rollups' footprint (issue 19, migration 0020_compact_rollups, docs/store.md "Footprint"):
+"""The rollups' footprint (migration 0020_compact_rollups, docs/store.md "Footprint"):
 every rollup table that ingest upserts is autovacuumed once 1,000 of its rows are dead, the
 writer may VACUUM it, and a rollup vacuumed between ingest batches stays near the size of its
 live rows, where without a vacuum it grows with every batch (each update leaves a dead row

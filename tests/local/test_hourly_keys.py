@@ -1,5 +1,5 @@
 """dns_hourly keyed by (hour, key_id) with the key's texts in dns_hourly_keys (migration
-0022_hourly_keys, issue 19): v_dns_hourly and v_dns_hourly_hist give what v_dns_query says per
+0022_hourly_keys): v_dns_hourly and v_dns_hourly_hist give what v_dns_query says per
 hour (counts, failures, timed records, the histogram of total_ms) after many small batches,
 re-ingest, rows inserted into / deleted from the ``results`` view, archive + restore, and the
 upgrade to 0022 of a store with records (the rows move unchanged; the downgrade moves them

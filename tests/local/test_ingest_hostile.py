@@ -1,4 +1,4 @@
-"""Ingest against hostile input and faults (issue 11): every code point class round-trips
+"""Ingest against hostile input and faults: every code point class round-trips
 byte-equal, every bad line is quarantined (never a crash, never blocking other files),
 quarantine rows are resolved, id conflicts are told from duplicates, counts equal rows
 written, a stopped database ends in one line, workers die with the ingest process."""

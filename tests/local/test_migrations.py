@@ -1,4 +1,4 @@
-"""Migrations (issue 12 §10): one linear history; each revision creates the views frozen in it
+"""Migrations: one linear history; each revision creates the views frozen in it
 (db/migrations/views/<revision>/), whatever db/views says today; every downgrade restores the
 previous revision's schema exactly; the models (db/models.py) are the head's tables; a store
 migrated by the dnscamp of before this change (two heads, 0005_atlas beside

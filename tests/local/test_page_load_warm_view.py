@@ -1,4 +1,4 @@
-"""Migration 0016_page_load_warm: v_page_load reads a warm-origin load's body (issue 17,
+"""Migration 0016_page_load_warm: v_page_load reads a warm-origin load's body (
 experiment 4) into two columns appended after the existing ones: warm_origin (false, never
 NULL, for a cold load) and request_in_0rtt (the netlog's evidence; NULL when unknown)."""
 

@@ -1,4 +1,4 @@
-"""``warm_origin`` (issue 17, experiment 4's 0-RTT column): Chromium loads the page once, closes
+"""``warm_origin`` (experiment 4's 0-RTT column): Chromium loads the page once, closes
 its connections and clears its host cache, then the measured load reconnects to the origin with
 the QUIC session ticket of the first (0-RTT attempted and accepted by Caddy, per the netlog) and
 resolves the name again. Against the loopback Caddy of test_pageload_h3."""

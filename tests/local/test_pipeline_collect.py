@@ -1,4 +1,4 @@
-"""The results pipeline's faults on loopback (issue 14): agent spool -> ship (boto3) -> moto's S3
+"""The results pipeline's faults on loopback: agent spool -> ship (boto3) -> moto's S3
 server -> collect -> Postgres, each record exactly once whatever breaks in between."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scheduled firings on this machine (issue 14): the run stopped at max_runtime_s, a firing
+"""Scheduled firings on this machine: the run stopped at max_runtime_s, a firing
 killed mid-run and the next one, and the exact cron line run while the lock is held and then
 free (skipped and logged; then run and shipped to moto's S3 server, collected exactly once)."""
 

@@ -1,4 +1,4 @@
-"""Lossless round trip (issue 19): every fixture record that ingests comes back from
+"""Lossless round trip: every fixture record that ingests comes back from
 db.records.iter_records JSON-equal to its line (same keys, values and JSON types, so the same
 content hash as ingest stored), ordered by (started_at, id) and filtered as asked."""
 

@@ -25,7 +25,7 @@ from tests.scaffolding.moto_s3 import Moto
 from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
 
 pytestmark = pytest.mark.local
-MAX_PAGE_BYTES = 2 * 1024 * 1024  # issue 16: page weight <= 2 MB for the demo campaign
+MAX_PAGE_BYTES = 2 * 1024 * 1024  # page weight <= 2 MB for the demo campaign
 
 
 class Refs(HTMLParser):

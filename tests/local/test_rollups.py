@@ -1,4 +1,4 @@
-"""Rollups (issue 16, migration 0013): dns_hourly and result_counts as ingest maintains them
+"""Rollups (migration 0013): dns_hourly and result_counts as ingest maintains them
 equal what the base views give for the same records (also after re-ingest, and after rows
 inserted into / deleted from the ``results`` view); the histogram's percentile is within 1 %
 of the exact one (hypothesis); Python's bucket (ingest) is SQL's (backfill, triggers)."""

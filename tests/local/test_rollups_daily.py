@@ -1,4 +1,4 @@
-"""Rollups of migration 0017 (issue 16: the dashboards at 10 M records): dns_hourly_status,
+"""Rollups of migration 0017 (the dashboards at 10 M records): dns_hourly_status,
 dns_conn_daily, page_load_daily and atlas_ping_latest, as ingest maintains them, equal what the
 base views give for the same records: after ingest in many batches, after re-ingest (duplicates
 add nothing), after rows inserted into / deleted from the ``results`` view, after `dnscamp

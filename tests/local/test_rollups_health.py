@@ -1,4 +1,4 @@
-"""Rollups of migration 0018 (issue 16: the Campaign health dashboard and the Atlas credits at
+"""Rollups of migration 0018 (the Campaign health dashboard and the Atlas credits at
 10 M records): ingest_daily, unit_daily and atlas_credit_sums equal what the base views give
 for the same records, through every path that stores or removes them: ingest in many small
 batches, re-ingest (duplicates add nothing), a batch stored row by row after Postgres refused

@@ -1,4 +1,4 @@
-"""Rollups of migration 0019 (issue 16: the panels left over their targets at 10 M records):
+"""Rollups of migration 0019 (the panels left over their targets at 10 M records):
 dns_name_daily (records per day x vantage and resolver x transport x qname x status, *Top
 failing names*) and page_load_url_daily (successful loads' plt_ms histograms per day x vantage
 and page, *Median PLT difference to Do53 per page*), as ingest maintains them, equal what the base views give

@@ -1,4 +1,4 @@
-"""The content hash in 16 bytes (migration 0021_short_content_hash, issue 19): stored hashes are
+"""The content hash in 16 bytes (migration 0021_short_content_hash): stored hashes are
 the first 16 bytes of the record's sha256; a repeat of a stored record is a duplicate and a
 different record under a stored id an id_conflict, for records stored before the upgrade (with
 the full 32-byte sha256) and after it, and for rows inserted through the ``results`` view; the

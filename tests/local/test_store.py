@@ -43,7 +43,7 @@ def test_writer_inserts_but_cannot_drop(empty_db):
 
 def test_indexes_for_the_obvious_queries(db_url):
     """Ids are unique across kinds and partitions (result_ids); the record tables are read by
-    time (BRIN: a few pages per month partition, issue 19's bytes per record)."""
+    time (BRIN: a few pages per month partition, the store's bytes per record)."""
     with psycopg.connect(db_url) as c:
         idx = dict(c.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
                              "('result_ids', 'dns_queries', 'generic_results')").fetchall())

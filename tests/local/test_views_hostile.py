@@ -1,4 +1,4 @@
-"""The views never fail on stored data (issue 11, defect 4).
+"""The views never fail on stored data.
 
 Every hostile corpus and every v1 fixture is ingested into a fresh database, then every view
 in db/views/ (listed from the directory: a new view is covered) is read in full through

@@ -87,7 +87,7 @@ class Testbed:
 
 @pytest.fixture(scope="session")
 def testbed_lease():
-    """The machine-wide testbed lease for this session (and its owner token in the environment)."""
+    """The machine-wide testbed lease for this test session (and its owner token in the environment)."""
     if os.geteuid() != 0:
         pytest.fail("testbed tests need root (network namespaces, iptables)")
     from testbed import topology

@@ -1,4 +1,4 @@
-"""The offline Atlas pipeline on the testbed against its ground truth (issue 7 §6):
+"""The offline Atlas pipeline on the testbed against its ground truth:
 discovery finds each probe's resolver, the ISP filter drops the other-AS resolvers, and the
 RTTs read back from v_quicsocks_savings match the configured link delays (median error
 <= 0.5 ms). Also: every emitted file is valid Atlas JSON for sagan, nothing is left behind."""

@@ -1,4 +1,4 @@
-"""The DNS engine on the testbed (issue 5): every transport and policy from dc-client-<profile>
+"""The DNS engine on the testbed: every transport and policy from dc-client-<profile>
 to the ISP resolver's CoreDNS frontend (through the emulated access link), the connection
 policy proven on the server side (the frontend's query log carries the client's source port:
 one port = one connection), RTT multiples near the expected round-trip counts, ``dnscamp dns
@@ -124,7 +124,7 @@ def test_doh3_bytes_counted_from_the_namespace_interfaces(warm, tmp_path):
 
 
 def test_cli_runs_the_kind_in_the_namespace_with_warm_cache(warm, tmp_path):
-    # issue 12 §4: `dnscamp dns --testbed-client` runs the dns_query kind in an agent inside the
+    # `dnscamp dns --testbed-client` runs the dns_query kind in an agent inside the
     # client namespace, warm-up included (each name resolved once over Do53 before timing)
     qname = f"warm-{int(time.time() * 1000)}.single.test"  # unique: cold at the resolver
     log = frontend_log(warm)
@@ -141,7 +141,7 @@ def test_cli_runs_the_kind_in_the_namespace_with_warm_cache(warm, tmp_path):
 
 @pytest.mark.parametrize("profile", ["fiber", "4g"])
 def test_getdns_engine_from_the_client_namespace(warm, profile, tmp_path):
-    # issue 12 §6: the getdns engine (Do53, DoT) on the emulated link: one round trip per query
+    # the getdns engine (Do53, DoT) on the emulated link: one round trip per query
     # once connected, the engine and libgetdns version in every record
     p = dnscamp("dns", "--testbed-client", profile, "-r", "testbed-isp", "-t", "do53,dot", "-n", NAME, "--count", "5",
                 "--engine", "getdns", "--json", env={"DNSCAMP_SPOOL": str(tmp_path)})

@@ -1,4 +1,4 @@
-"""The seed papers' experiments at their reduced size, end to end on the testbed (issue 17):
+"""The seed papers' experiments at their reduced size, end to end on the testbed:
 `dnscamp experiment run NAME --reduced` runs the campaigns through the campaign service
 (dnscamp.campaign, as `dnscamp campaign run` does), ingests into a fresh store, prints the
 table with the paper's figures, and `report` prints the same analysis again from the stored

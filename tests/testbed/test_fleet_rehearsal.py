@@ -1,4 +1,4 @@
-"""`dnscamp fleet rehearse` on the testbed (issue 14): two regions of an ec2 vantage, two
+"""`dnscamp fleet rehearse` on the testbed: two regions of an ec2 vantage, two
 firings each of the installed cron line under real cron daemons, shipped to the island's S3
 server, collected on the host: every record of every unit in Postgres exactly once, the
 regions' RTT difference visible in the views, nothing of the rehearsal left behind."""

@@ -1,4 +1,4 @@
-"""The testbed's servers (issue 4), checked from the client namespaces of the running island:
+"""The testbed's servers, checked from the client namespaces of the running island:
 every transport of both resolvers (kdig as the independent client; pycurl for DoH3), the
 whoami zone, instant NXDOMAIN for unknown names, pages over HTTP/2 and HTTP/3 with
 certificate verification, the round-trip structure, flush-caches and supervision."""

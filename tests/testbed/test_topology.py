@@ -1,5 +1,5 @@
 """The island: reachability, isolation from the root namespace, teardown (also after SIGKILL),
-status/exec, the supervisor, and the link-fidelity conformance suite (issue 3)."""
+status/exec, the supervisor, and the link-fidelity conformance suite."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ GOODPUT_SECONDS = 4.0  # as `testbed check` (after its 2 s warm-up)
 
 @pytest.mark.parametrize("backend", ["nfqueue", "netem"])
 def test_conformance_check_meets_targets(testbed, backend, tmp_path):
-    """`dnscamp testbed check --json` on fiber and 4g meets the issue-3 figures: median RTT
+    """`dnscamp testbed check --json` on fiber and 4g meets the link-fidelity targets: median RTT
     error <= 0.2 ms, loss within the binomial 99 % interval, TCP goodput (median of
     GOODPUT_RUNS runs) within 5 %, QUIC ok. netem only where this kernel has sch_netem: the
     probe (a throwaway namespace) runs here, in the test, never at collection."""

@@ -1,4 +1,4 @@
-"""docker-compose.yml (issue 15): valid against the Compose Specification's JSON Schema (the one
+"""docker-compose.yml: valid against the Compose Specification's JSON Schema (the one
 Debian's docker-compose package ships) and, where the docker-compose client exists, accepted by
 `docker-compose config`; every image pinned, every volume named (or a read-only bind of the
 repository's own files), the dnscamp services' commands parsed by dnscamp's own CLI, .env.example

@@ -1,4 +1,4 @@
-"""Dashboards as code (issue 15): the committed JSON is what dashboards/ generates, every
+"""Dashboards as code: the committed JSON is what dashboards/ generates, every
 dashboard passes Grafana 11.6's JSON Schemas, panels read views only, and the provisioning
 files point at the datasource the panels name."""
 

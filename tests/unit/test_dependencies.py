@@ -30,7 +30,7 @@ DEV = ("tests", "bench")
 NOT_IMPORTED = {
     "httpx": "dnspython's DoH backend: dns.query.https (vantage_agent/pageload/stub.py) needs it",
     "h2": "HTTP/2 for httpx (dnspython's DoH)",
-    "getdns": "the getdns engine (issue 12 §6, vantage_agent/dns/getdns_engine.py)",
+    "getdns": "the getdns engine (vantage_agent/dns/getdns_engine.py)",
 }
 UNUSED_EXTRAS: dict[str, str] = {}
 

@@ -336,7 +336,7 @@ def test_netdev_counts_and_udp_payload(monkeypatch):
     assert not c.owns_testbed_namespace()
 
 
-# -- invalid names are bad_input before any I/O (issue 12, item 3) ------------------------------
+# -- invalid names are bad_input before any I/O ------------------------------
 _BAD_NAMES = {
     "64-byte label": "a" * 64 + ".test.",
     "empty label": "a..b.",
@@ -393,7 +393,7 @@ def test_unknown_qtype_is_bad_input():
         c.make_query("a.test.", "NOSUCHTYPE")
 
 
-# -- a unit that cannot start records what was asked, not placeholders (issue 12, item 2) ---------
+# -- a unit that cannot start records what was asked, not placeholders ---------
 def _unit(target, params):
     from vantage_agent.kind import Unit
     from vantage_agent.records import Vantage
@@ -436,7 +436,7 @@ def test_setup_failure_with_invalid_params_records_nulls(tmp_path):
     assert (b.transport, b.policy, b.timeout_s, b.qname, b.qtype, b.address) == (None, None, None, None, None, None)
 
 
-# -- engines (issue 12 §6) and the CLI's summary from records (§4) ---------------------------------
+# -- engines and the CLI's summary from records (§4) ---------------------------------
 def test_body_records_the_engine():
     ep = c.Endpoint("do53", "10.53.1.1", 53, resolver="testbed-isp")
     ours = runner.body(_timing(transport="do53", t_connected=None, t_tls_done=None, handshake=None, attempts=2),

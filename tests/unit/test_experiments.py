@@ -1,4 +1,4 @@
-"""The experiments' analyses on hand-made rows (issue 17): the layer arithmetic of experiment 2,
+"""The experiments' analyses on hand-made rows: the layer arithmetic of experiment 2,
 the PLT pairing and claim verdicts of experiment 3, Table II and the configured shares of
 experiment 5, the command's list/errors, and every experiment spec validating at both sizes."""
 

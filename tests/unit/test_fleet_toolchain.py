@@ -110,7 +110,7 @@ def test_cli_config_uses_the_mirror_for_aws_and_direct_for_the_rest(monkeypatch,
 def test_run_passes_plugin_dir_to_init_and_the_project_env(monkeypatch, tmp_path):
     mirror = _mirror(tmp_path / "m")
     monkeypatch.setenv("DNSCAMP_TF_PLUGIN_DIR", str(mirror))
-    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/root/.terraformrc-that-does-not-exist")
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tmp_path / ".terraformrc-that-does-not-exist"))
     # a stand-in terraform that reports its argv and the env it was given
     keys = ["TF_CLI_CONFIG_FILE", "TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "EXTRA"]
     script = (f'#!/usr/bin/env python3\nimport json, os, sys\nKEYS = {keys!r}\n'

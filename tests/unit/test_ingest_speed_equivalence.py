@@ -1,4 +1,4 @@
-"""The faster parser (session 6) stores what the code before it stored, byte for byte: the same
+"""The faster parser stores what the code before it stored, byte for byte: the same
 content hashes (their first 16 bytes since migration 0021: a record ingested by the old code is
 a duplicate for the new one), the same COPY rows and dimension rows, the same quarantine
 reasons. The old code is run from git (commit OLD, before the change) in a subprocess over the
@@ -25,7 +25,7 @@ from db.writer import encode
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-OLD = "f21396b"  # the last commit before the parser changes of session 6
+OLD = "f21396b"  # the last commit before the faster parser
 FIELDS = ("ids", "hashes", "lines", "rows", "tables", "ctxs", "envs", "shapes", "regs", "statuses", "months", "bad")
 # Runs in the old tree: every file's chunks through _parse_chunk, the Parsed fields (the rollup
 # rows are not compared: they belong to the rollups, which change on their own).

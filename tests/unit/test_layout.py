@@ -35,7 +35,7 @@ def test_vantage_agent_does_not_need_the_store():
     assert not bad, bad
 
 
-# --- issue 12 §11: the agent ships alone -----------------------------------------------------
+# --- the agent ships alone -----------------------------------------------------
 # vantage_agent/ is what gets installed on a cloud vantage: no testbed/ and no tests/ there. It
 # learns the testbed's resolvers, CA and logs from the testbed description (ctx.testbed,
 # `dnscamp testbed info --json`), and test scaffolding lives under tests/.

@@ -70,7 +70,7 @@ def test_statuses_are_unique_and_include_the_taxonomy():
         assert s in st
 
 
-# -- strict value types (issue 11, defect 4) --------------------------------------------------
+# -- strict value types --------------------------------------------------
 HOSTILE_TYPES = V1.parent / "hostile" / "types.jsonl"
 
 

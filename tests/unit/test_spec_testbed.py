@@ -1,4 +1,4 @@
-"""``[testbed] backbone_rtt_ms`` (issue 17): validated as a number >= 0 with one line naming the
+"""``[testbed] backbone_rtt_ms``: validated as a number >= 0 with one line naming the
 field, handed by `dnscamp campaign run` to the testbed's ensure_up, which builds the island with
 it or rebuilds an island that is up with another backbone (and says so)."""
 
