@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 
 
@@ -32,14 +34,12 @@ print(st.ingested)
 """
 
 
-def ingest_with_old_code(paths, url: str, dest, rev: str = OLD_INGEST) -> int:
-    """Ingest ``paths`` into ``url`` with the ingest code of commit ``rev`` (checked out under
-    ``dest``): the number of records ingested."""
+def old_code(rev: str, dest) -> Path:
+    """``collectors/`` and ``vantage_agent/`` of commit ``rev`` under ``dest`` (git archive; kept
+    when already there), to run an older dnscamp's code in a subprocess."""
     import io
     import subprocess
-    import sys
     import tarfile
-    from pathlib import Path
 
     import pytest
 
@@ -50,9 +50,19 @@ def ingest_with_old_code(paths, url: str, dest, rev: str = OLD_INGEST) -> int:
             tar = subprocess.run(["git", "-C", str(root), "archive", rev, "collectors", "vantage_agent"],
                                  capture_output=True, check=True).stdout  # fmt: skip
         except (OSError, subprocess.CalledProcessError) as exc:
-            pytest.fail(f"needs git and commit {rev} of this repository to run the old ingest ({exc})")
+            pytest.fail(f"needs git and commit {rev} of this repository to run its code ({exc})")
         with tarfile.open(fileobj=io.BytesIO(tar)) as t:
             t.extractall(dest, filter="data")
+    return dest
+
+
+def ingest_with_old_code(paths, url: str, dest, rev: str = OLD_INGEST) -> int:
+    """Ingest ``paths`` into ``url`` with the ingest code of commit ``rev`` (checked out under
+    ``dest``): the number of records ingested."""
+    import subprocess
+    import sys
+
+    dest = old_code(rev, dest)
     r = subprocess.run([sys.executable, "-c", _OLD_INGEST_RUN, str(dest), url, *map(str, paths)], cwd=dest,
                        capture_output=True, text=True, env={"PYTHONPATH": str(dest), "PATH": "/usr/bin:/bin"},
                        timeout=600)  # fmt: skip

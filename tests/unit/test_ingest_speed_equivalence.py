@@ -13,8 +13,6 @@ import json
 import pickle
 import subprocess
 import sys
-import tarfile
-import io
 from pathlib import Path
 
 import orjson
@@ -22,6 +20,7 @@ import pytest
 
 from collectors import parse, read
 from db.writer import encode
+from tests.store_util import old_code
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +41,6 @@ for f in sys.argv[2:]:
         out[f].append({{**{{k: getattr(p, k) for k in {FIELDS!r}}}, "dims": vars(p.dims)}})
 sys.stdout.buffer.write(pickle.dumps(out))
 """
-
-
-def _old_tree(dest: Path) -> Path:
-    try:
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", OLD, "collectors", "vantage_agent"],
-                             capture_output=True, check=True).stdout  # fmt: skip
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"needs git and commit {OLD} of this repository to run the old code ({exc})")
-    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
-        t.extractall(dest, filter="data")
-    return dest
 
 
 def _edge_cases(path: Path) -> None:
@@ -115,7 +103,7 @@ def _shaped_misfits(got: dict, want: dict) -> None:
 
 
 def test_new_parser_stores_what_the_old_one_stored(tmp_path):
-    old = _old_tree(tmp_path / "old")
+    old = old_code(OLD, tmp_path / "old")
     _edge_cases(tmp_path / "edge.jsonl")
     _campaign(tmp_path / "campaign.jsonl")
     fixtures = ROOT / "tests/fixtures/results"
