@@ -84,7 +84,7 @@ def test_answers_in_any_order_go_to_their_queries(order, start):
     for i in range(12):
         q = make_query(f"n{i}.hol.test.", "A", txid=(start + i) & 0xFFFF)
         base = DnsTiming("dot", "127.0.0.1", 853, q.qname, "A", "reuse", t_start=i)
-        fl.add(q.id, load._Flight(i, q, base, deadline=10**12))
+        fl.add(q.id, load.Flight(i, q, base, deadline=10**12))
         queries.append(q)
     for i in order:  # the server answers out of order: each answer carries its query's id
         f = fl.take(load.message_id(queries[i].wire))
@@ -94,10 +94,10 @@ def test_answers_in_any_order_go_to_their_queries(order, start):
 
 def test_inflight_refuses_a_key_in_use_and_expires_by_deadline():
     fl = load.Inflight()
-    fl.add(7, load._Flight(0, None, None, deadline=100))
-    fl.add(8, load._Flight(1, None, None, deadline=200))
+    fl.add(7, load.Flight(0, None, None, deadline=100))
+    fl.add(8, load.Flight(1, None, None, deadline=200))
     with pytest.raises(Exception, match="still in flight"):
-        fl.add(7, load._Flight(2, None, None, deadline=300))
+        fl.add(7, load.Flight(2, None, None, deadline=300))
     assert [k for k, _ in fl.expired(150)] == [7] and fl.next_deadline() == 100
 
 

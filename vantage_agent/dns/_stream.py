@@ -13,6 +13,7 @@ from typing import Any
 from vantage_agent import errors
 
 from . import _common as c
+from . import load
 from .policy import Policy
 from .timing import DnsTiming, PhaseClock, WireCount, failed
 
@@ -112,9 +113,7 @@ class StreamClient(c.Capabilities):
 
     def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
         """Queries pipelined on one connection, id-matched (RFC 7766 §6.2.1.1; load.py)."""
-        from . import load  # load drives this class's connection and imports this module
-
-        return load.open_loop_stream(self, qnames, at, qtype, txid)
+        return open_loop_stream(self, qnames, at, qtype, txid)
 
     # -- one query ------------------------------------------------------------------------------
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
@@ -188,3 +187,74 @@ class StreamClient(c.Capabilities):
                 t_tls_done=clock.t_tls_done, t_query_sent=clock.t_query_sent,
                 t_response=clock.t_response, connection_reused=reused,
             )
+
+
+# -- open-loop load over this transport's one connection (load.py: schedule and matching) ----------
+def open_loop_stream(client: StreamClient, qnames: list[str], at: list[int], qtype: str,
+                     txid: load.Txids) -> list[DnsTiming]:
+    opt = client.options
+    out: list[DnsTiming | None] = [None] * len(qnames)
+    fl = load.Inflight()
+    buf = bytearray()
+    sock: Any = None
+
+    def lost(err: errors.MeasurementError) -> None:
+        nonlocal sock
+        for f in fl.drain():
+            out[f.index] = load.fail(f.base, err)
+        client.close()
+        sock = None
+        buf.clear()
+
+    i = 0
+    while i < len(qnames) or fl:
+        now = c.now()
+        while i < len(qnames) and at[i] <= now:
+            q, base = load.new_query(client, qnames[i], qtype, at[i], txid())
+            i += 1
+            if q is None:
+                out[i - 1] = base
+                continue
+            clock = PhaseClock(t_start=base.t_start)
+            try:
+                if sock is None:  # the connection's first query carries its phases
+                    client._connect(clock, base.t_start + int(opt.timeout_s * 1e9))
+                    sock = client._sock
+                    base = base.replace(connection_reused=False, t_connected=clock.t_connected,
+                                        t_tls_done=clock.t_tls_done)
+                    if isinstance(sock, ssl.SSLSocket):
+                        base = base.replace(tls_version=sock.version(), alpn=sock.selected_alpn_protocol(),
+                                            resumed=bool(sock.session_reused))
+                sock.settimeout(opt.timeout_s)
+                sock.sendall(struct.pack("!H", len(q.wire)) + q.wire)
+                fl.add(q.id, load.Flight(i - 1, q, base.replace(t_query_sent=c.now()), base.t_start + int(opt.timeout_s * 1e9)))
+            except Exception as exc:  # noqa: BLE001 - translated into the taxonomy right here
+                out[i - 1] = load.fail(base.replace(t_connected=clock.t_connected, t_tls_done=clock.t_tls_done),
+                                   c.classify(exc, str(clock.extra.get("phase", "query"))))
+                lost(c.classify(exc, "query"))
+        for key, f in fl.expired(c.now()):
+            fl.take(key)
+            out[f.index] = load.timed_out(f, opt)
+        if sock is None or not (load.wait_readable([sock], at[i] if i < len(qnames) else None, fl.next_deadline())
+                                or (isinstance(sock, ssl.SSLSocket) and sock.pending())):
+            if sock is None and i < len(qnames) and not fl:
+                load.wait_readable([], at[i])
+            continue
+        sock.settimeout(0.0)
+        try:
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    break
+                if not data:
+                    raise ConnectionResetError("connection closed by the server")
+                buf += data
+                t = c.now()
+                for msg in load.split_frames(buf):
+                    f = fl.take(load.message_id(msg))
+                    if f is not None:
+                        out[f.index] = load.answered(f.base.replace(t_response=t), msg, f.query)
+        except Exception as exc:  # noqa: BLE001 - as above
+            lost(c.classify(exc, "query"))
+    return out  # type: ignore[return-value]

@@ -23,6 +23,7 @@ from typing import Any
 from vantage_agent import errors
 
 from . import _common as c
+from . import load
 from ._stream import StreamClient
 from .policy import Policy
 from .timing import DnsTiming, WireCount, failed
@@ -62,9 +63,7 @@ class UdpClient(c.Capabilities):
 
     def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
         """Every query its own datagram on one connected socket, id-matched (load.py)."""
-        from . import load  # load drives this class's socket and imports this module
-
-        return load.open_loop_udp(self, qnames, at, qtype, txid)
+        return open_loop_udp(self, qnames, at, qtype, txid)
 
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
@@ -147,3 +146,57 @@ class TcpClient(StreamClient):
 
 
 Client = UdpClient
+
+
+# -- open-loop load over this transport's one connection (load.py: schedule and matching) ----------
+def open_loop_udp(client: UdpClient, qnames: list[str], at: list[int], qtype: str, txid: load.Txids) -> list[DnsTiming]:
+    opt = client.options
+    out: list[DnsTiming | None] = [None] * len(qnames)
+    fl = load.Inflight()
+    sock = client._socket()
+    sock.setblocking(False)
+    i = 0
+    while i < len(qnames) or fl:
+        now = c.now()
+        while i < len(qnames) and at[i] <= now:
+            q, base = load.new_query(client, qnames[i], qtype, at[i], txid(), connection_reused=False)
+            if q is None:
+                out[i] = base
+            else:
+                try:
+                    sock.send(q.to_wire())
+                    f = load.Flight(i, q, base.replace(t_query_sent=c.now()), c.now() + int(opt.timeout_s * 1e9))
+                    fl.add(q.id, f)
+                except OSError as exc:
+                    out[i] = load.fail(base, c.classify(exc, "query"))
+            i += 1
+        for key, f in fl.expired(c.now()):  # resolv.conf: retransmit after timeout_s, then give up
+            if f.attempt < opt.attempts:
+                f.attempt += 1
+                f.deadline = c.now() + int(opt.timeout_s * 1e9)
+                try:
+                    sock.send(f.query.to_wire())
+                except OSError:
+                    pass  # the next recv reports it; the deadline stands
+            else:
+                fl.take(key)
+                out[f.index] = load.fail(f.base.replace(attempts=f.attempt),
+                                     errors.Timeout(f"no response after {opt.attempts} attempt(s) of {opt.timeout_s:g} s"))
+        if not load.wait_readable([sock], at[i] if i < len(qnames) else None, fl.next_deadline()):
+            continue
+        while True:
+            try:
+                data = sock.recv(65535)
+            except (BlockingIOError, InterruptedError):
+                break
+            except ConnectionRefusedError:  # ICMP port unreachable: nothing listens; fails what is in flight
+                for f in fl.drain():
+                    out[f.index] = load.fail(f.base.replace(attempts=f.attempt), errors.ConnectError(
+                        "ICMP port unreachable (nothing listens on the resolver port)"))
+                break
+            f = fl.take(load.message_id(data))
+            if f is None:
+                continue  # a late duplicate after a retransmission
+            res = f.base.replace(t_response=c.now(), attempts=f.attempt)
+            out[f.index] = load.answered(res, data, f.query, udp=True)
+    return out  # type: ignore[return-value]

@@ -45,6 +45,7 @@ import pycurl
 from vantage_agent import errors
 
 from . import _common as c
+from . import load
 from .policy import Policy
 from .timing import DnsTiming, WireCount
 
@@ -253,9 +254,7 @@ class Client(c.Capabilities):
 
     def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
         """One libcurl multi, at most one connection to the host (load.py)."""
-        from . import load  # load drives this class's handles and imports this module
-
-        return load.open_loop_curl(self, qnames, at, qtype, txid)
+        return open_loop_curl(self, qnames, at, qtype, txid)
 
     def get_url(self, wire: bytes) -> str:
         """The GET URL of a DNS message (RFC 8484 §4.1: base64url without padding)."""
@@ -399,3 +398,101 @@ class Client(c.Capabilities):
 
 def curl_version() -> str:
     return _curl_version()
+
+
+# -- open-loop load over this transport's one connection (load.py: schedule and matching) ----------
+def open_loop_curl(client: Client, qnames: list[str], at: list[int], qtype: str, txid: load.Txids) -> list[DnsTiming]:
+    opt = client.options
+    out: list[DnsTiming | None] = [None] * len(qnames)
+    multi = pycurl.CurlMulti()
+    multi.setopt(pycurl.M_MAX_HOST_CONNECTIONS, 1)  # one connection: queue (h1.1) or multiplex (h2, h3)
+    multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, 1)
+    multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX)
+    live: dict[Any, dict[str, Any]] = {}
+    method = opt.doh_method or client.default_method
+
+    def start(idx: int) -> None:
+        q, base = load.new_query(client, qnames[idx], qtype, at[idx], 0, port=client._port, http_method=method)
+        if q is None:
+            out[idx] = base
+            return
+        h = client._new_handle()
+        st: dict[str, Any] = {"i": idx, "q": q, "base": base, "body": bytearray(), "t_last": None, "tls": None,
+                              "ptr": client._handle_ptr}
+
+        def write(data: bytes, st: dict = st) -> None:
+            st["t_last"] = c.now()
+            if st["tls"] is None and st["ptr"] is not None:
+                st["tls"] = _tls().read(st["ptr"])
+            st["body"] += data
+
+        h.setopt(pycurl.WRITEFUNCTION, write)
+        h.setopt(pycurl.PREREQFUNCTION, lambda *a: pycurl.PREREQFUNC_OK)
+        h.setopt(pycurl.PIPEWAIT, 1)  # wait for the one connection rather than open another
+        h.setopt(pycurl.FRESH_CONNECT, 0)
+        h.setopt(pycurl.FORBID_REUSE, 0)
+        h.setopt(pycurl.TIMEOUT_MS, int(opt.timeout_s * 1000))
+        h.setopt(pycurl.CONNECTTIMEOUT_MS, int(opt.timeout_s * 1000))
+        if method == "GET":
+            h.setopt(pycurl.HTTPGET, 1)
+            h.setopt(pycurl.URL, client.get_url(q.wire))
+        else:
+            h.setopt(pycurl.URL, client.endpoint.url)
+            h.setopt(pycurl.POSTFIELDS, q.wire)
+        st["t_add"] = c.now()
+        multi.add_handle(h)
+        live[h] = st
+
+    def finish(h: Any, code: int | None, msg: str) -> None:
+        st = live.pop(h)
+        client._new_tls = st["tls"]
+        res = client._phases(st["base"], h, st["t_add"])
+        new_conn = h.getinfo(pycurl.NUM_CONNECTS) > 0
+        if not new_conn:
+            res = res.replace(t_connected=None, t_tls_done=None)
+        res = res.replace(connection_reused=not new_conn)
+        if res.t_query_sent is not None and (res.t_query_sent < res.t_start or
+                                             (st["t_last"] is not None and res.t_query_sent > st["t_last"])):
+            res = res.replace(t_query_sent=None)  # an offset we cannot place: null, not a guess
+        if code is not None:
+            res = load.fail(res, client._classify(code, msg))
+        else:
+            status = h.getinfo(pycurl.RESPONSE_CODE)
+            res = res.replace(t_response=st["t_last"], http_status=status)
+            res = (load.fail(res, errors.HttpError(f"HTTP status {status}")) if status // 100 != 2
+                   else load.answered(res, bytes(st["body"]), st["q"]))
+        out[st["i"]] = res
+        multi.remove_handle(h)
+        h.close()
+
+    i = 0
+    try:
+        while i < len(qnames) or live:
+            while i < len(qnames) and at[i] <= c.now():
+                start(i)
+                i += 1
+            while multi.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                pass
+            while True:
+                n, ok, failed = multi.info_read()
+                for h in ok:
+                    finish(h, None, "")
+                for h, code, msg in failed:
+                    finish(h, code, msg)
+                if not n:
+                    break
+            waits = [at[i]] if i < len(qnames) else []
+            t_curl = multi.timeout()
+            if t_curl >= 0:
+                waits.append(c.now() + t_curl * 1_000_000)
+            wait = max(0.0, (min(waits) - c.now()) / 1e9) if waits else 0.05
+            multi.select(min(wait, 0.05) if live else wait)
+    finally:
+        for h in list(live):
+            multi.remove_handle(h)
+            h.close()
+        multi.close()
+        for s in client._new_socks:  # libcurl kept its own dup of each
+            s.close()
+        client._new_socks.clear()
+    return out  # type: ignore[return-value]

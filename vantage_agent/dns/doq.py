@@ -46,6 +46,7 @@ from aioquic.quic.events import (
 from vantage_agent import errors
 
 from . import _common as c
+from . import load
 from .policy import Policy
 from .timing import DnsTiming, WireCount, failed, quic_version_name
 
@@ -225,9 +226,7 @@ class Client(c.Capabilities):
     # -- one query ------------------------------------------------------------------------------
     def open_loop(self, qnames: list[str], at: list[int], qtype: str, txid: Any) -> list[DnsTiming]:
         """One QUIC connection, a new stream per query (RFC 9250 §4.2; load.py)."""
-        from . import load  # load drives this class's connection and imports this module
-
-        return load.open_loop_quic(self, qnames, at, qtype, txid)
+        return open_loop_quic(self, qnames, at, qtype, txid)
 
     def query(self, qname: str, qtype: str = "A") -> DnsTiming:
         ep, opt = self.endpoint, self.options
@@ -321,3 +320,100 @@ class Client(c.Capabilities):
                 err = errors.TlsError(f"certificate verification failed: {tls_reason}")
             return base.replace(status=err.status, error=err.message, t_connected=t_connected,
                                 t_tls_done=t_tls, t_query_sent=t_sent, connection_reused=reused)
+
+
+# -- open-loop load over this transport's one connection (load.py: schedule and matching) ----------
+def open_loop_quic(client: Client, qnames: list[str], at: list[int], qtype: str, txid: load.Txids) -> list[DnsTiming]:
+    opt = client.options
+    out: list[DnsTiming | None] = [None] * len(qnames)
+    fl = load.Inflight()
+    conn: Any = None
+    addr = (client.endpoint.address, client.endpoint.port)
+
+    def lost(err: errors.MeasurementError) -> None:
+        nonlocal conn
+        for f in fl.drain():
+            out[f.index] = load.fail(f.base, err)
+        client.close()
+        conn = None
+
+    i = 0
+    while i < len(qnames) or fl:
+        now = c.now()
+        while i < len(qnames) and at[i] <= now:
+            q, base = load.new_query(client, qnames[i], qtype, at[i], 0)  # message id 0 (RFC 9250 §4.2.1)
+            i += 1
+            if q is None:
+                out[i - 1] = base
+                continue
+            phase = "connect"
+            try:
+                if conn is None:
+                    deadline = base.t_start + int(opt.timeout_s * 1e9)
+                    conn = client._conn = client._connect(deadline, use_ticket=False)
+                    t_conn, _ = client._flush(conn)
+                    phase = "quic_handshake"
+                    client._pump(conn, deadline, lambda: conn.handshake_done)
+                    base = base.replace(connection_reused=False, t_connected=t_conn, t_tls_done=conn.t_handshake,
+                                        resumed=conn.resumed, early_data=False)
+                base = base.replace(alpn=conn.alpn, tls_version="TLSv1.3",
+                                    quic_version=quic_version_name(getattr(conn.quic, "_version", None)))
+                phase = "query"
+                sid = conn.quic.get_next_available_stream_id()
+                conn.quic.send_stream_data(sid, struct.pack("!H", len(q.wire)) + q.wire, end_stream=True)
+                t_sent, _ = client._flush(conn)
+                fl.add(sid, load.Flight(i - 1, q, base.replace(t_query_sent=t_sent or c.now()),
+                                    base.t_start + int(opt.timeout_s * 1e9)))
+            except Exception as exc:  # noqa: BLE001 - translated into the taxonomy right here
+                err = c.classify(exc, phase)
+                if conn is not None and conn.closed_reason and not isinstance(exc, errors.MeasurementError):
+                    err = errors.QuicError(conn.closed_reason)
+                out[i - 1] = load.fail(base, err)
+                lost(err)
+        for key, f in fl.expired(c.now()):
+            fl.take(key)
+            out[f.index] = load.timed_out(f, opt)
+        if i >= len(qnames) and not fl:
+            break  # not on the QUIC timers: they run for the connection's life
+        if conn is None:
+            if i < len(qnames):
+                load.wait_readable([], at[i])
+            continue
+        timer = conn.quic.get_timer()
+        try:
+            r = load.wait_readable([conn.sock], at[i] if i < len(qnames) else None, fl.next_deadline(),
+                      int(timer * 1e9) if timer is not None else None)
+            while r:
+                try:
+                    data = conn.sock.recv(65535)
+                except ConnectionRefusedError:
+                    raise errors.ConnectError("ICMP port unreachable (nothing listens on the DoQ port)") from None
+                conn.count = conn.count + WireCount(0, len(data), 0, 1)
+                conn.quic.receive_datagram(data, addr, now=c.now() / 1e9)
+                r, _, _ = select.select([conn.sock], [], [], 0)
+            timer = conn.quic.get_timer()
+            if timer is not None and c.now() / 1e9 >= timer:
+                conn.quic.handle_timer(now=c.now() / 1e9)
+            client._events(conn)
+            client._flush(conn)
+            t = c.now()
+            for sid in list(conn.ended | conn.reset):
+                f = fl.take(sid)
+                conn.ended.discard(sid)
+                buf = bytes(conn.streams.pop(sid, b""))
+                if f is None:
+                    continue
+                res = f.base.replace(t_response=t)
+                if sid in conn.reset:
+                    conn.reset.discard(sid)
+                    out[f.index] = load.fail(res, errors.QuicError(f"stream {sid} reset by the server"))
+                elif len(buf) < 2 or struct.unpack("!H", buf[:2])[0] != len(buf) - 2:
+                    out[f.index] = load.fail(res, errors.MalformedResponse(
+                        f"DoQ stream carried {len(buf)} B, not one length-prefixed message"))
+                else:
+                    out[f.index] = load.answered(res, buf[2:], f.query)
+            if conn.closed_reason is not None:
+                raise errors.QuicError(f"QUIC connection closed: {conn.closed_reason}")
+        except Exception as exc:  # noqa: BLE001 - as above
+            lost(c.classify(exc, "query"))
+    return out  # type: ignore[return-value]

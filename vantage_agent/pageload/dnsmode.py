@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from vantage_agent.dns import catalog
 from vantage_agent.dns import registry as dns_registry
+from vantage_agent.pageload.resolver import Resolver
 
 # Keys of the testbed description's ``resolvers`` (testbed/services: frontends); names only,
 # the addresses are the description's.
@@ -49,23 +50,6 @@ ALIASES = ("isp", "public")
 
 class DnsModeError(ValueError):
     """A DNS mode string that cannot be parsed (message names the part)."""
-
-
-@dataclass(frozen=True)
-class Resolver:
-    address: str
-    port: int
-    tls_name: str | None = None
-    doh_path: str = "/dns-query"
-
-    @property
-    def doh_url(self) -> str:
-        host = self.tls_name or (f"[{self.address}]" if ":" in self.address else self.address)
-        port = "" if self.port == 443 else f":{self.port}"
-        return f"https://{host}{port}{self.doh_path}"
-
-    def label(self) -> str:
-        return f"{self.tls_name}@{self.address}" if self.tls_name else self.address
 
 
 @dataclass(frozen=True)

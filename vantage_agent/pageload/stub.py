@@ -34,7 +34,7 @@ import dns.quic
 import dns.rcode
 
 from vantage_agent.dns import registry as dns_registry
-from vantage_agent.pageload.dnsmode import Resolver
+from vantage_agent.pageload.resolver import Resolver
 from vantage_agent.stats import percentile
 
 
