@@ -305,7 +305,10 @@ class Source:
             for d, _, names in os.walk(self.root):
                 for n in names:
                     path = os.path.join(d, n)
-                    out[path[len(self.root) + 1:]] = os.stat(path).st_size
+                    try:
+                        out[path[len(self.root) + 1:]] = os.stat(path).st_size
+                    except FileNotFoundError:  # a dangling link: no file, as Arrow's listing has it
+                        continue
         else:
             import pyarrow.fs as pafs
 

@@ -14,6 +14,10 @@ Atlas tables (v_atlas_ping, v_atlas_dns, v_quicsocks_savings) are the store's ow
 (pg_get_viewdef, in the manifest) run over the archived Atlas tables; the store's
 ``atlas_ping_latest`` (0017), which v_quicsocks_savings reads, is derived here from the pings. Views over what an
 archive does not hold (the S3 ledger, the quarantine, credits) are not created.
+
+A local archive is read without Arrow (verified by ``archive.verified`` with DuckDB, scanned by
+read_parquet, a kind or table not archived a typed relation of no rows); one on S3 through
+Arrow's S3 filesystem. ``run`` creates only the relations its query reaches.
 """
 
 from __future__ import annotations
