@@ -281,6 +281,7 @@ class Source:
         self.uri = uri
         self.local = not uri.startswith("s3://")
         self._fs: pafs.FileSystem | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
         if self.local:
             self.root = str(Path(uri).resolve())
         else:
@@ -331,7 +332,7 @@ class Source:
         if self.local:
             import duckdb
 
-            con = con or duckdb.connect()
+            con = self._con = con or self._con or duckdb.connect()  # one for all the files
             try:
                 return con.execute("SELECT num_rows FROM parquet_file_metadata(?)", [f"{self.root}/{rel}"]).fetchone()[0]
             except duckdb.Error as exc:
