@@ -232,6 +232,7 @@ def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto
     con = duck.connect(uri, checksums=True)
     got = dict(con.execute("SELECT transport, count(*) FROM v_dns_query GROUP BY 1").fetchall())
     assert got == {"do53": 12, "dot": 12, "doh": 12, "doh3": 12, "doq": 12}
+    assert dict(duck.run(uri, "SELECT transport, count(*) FROM v_dns_query GROUP BY 1")[1]) == got  # its views only
     # docs/archive.md's snippet: DuckDB over an Arrow dataset of the bucket, no dnscamp involved
     import duckdb
     import pyarrow.dataset as ds
