@@ -42,12 +42,9 @@ def run_query(query: str, archive: str | None = None, *, checksums: bool = True)
         from dnscamp.opendata import duck
 
         try:
-            con = duck.connect(archive, checksums=checksums)
+            return duck.run(archive, query, checksums=checksums)
         except arc.ArchiveError as exc:
             die(str(exc))
-        try:
-            cur = con.execute(query)
-            return [d[0] for d in cur.description or []], cur.fetchall()
         except duckdb.Error as exc:
             die(f"sql: {first_line(exc)}")
     import psycopg

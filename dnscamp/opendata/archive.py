@@ -31,14 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
-import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
-
-from dnscamp.opendata import codec, pgarrow
 
 if TYPE_CHECKING:
+    import duckdb
     import psycopg
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+# pyarrow (and numpy under it) is imported where files are written, restored or read on S3:
+# `dnscamp sql --archive` on a local archive verifies it with the standard library and DuckDB.
 
 FORMAT = "dnscamp.archive/1"
 MANIFEST = "manifest.json"
@@ -57,6 +59,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow filesystem, root path) for a directory or ``s3://bucket/prefix``. S3 takes
     boto3's environment: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_DEFAULT_REGION and an
     endpoint from AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (an S3-compatible server, moto)."""
+    import pyarrow.fs as pafs
+
     if uri.startswith("s3://"):
         bucket_prefix = uri[len("s3://"):].strip("/")
         if not bucket_prefix:
@@ -68,14 +72,6 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             kw.update(endpoint_override=host or scheme, scheme=scheme if host else "https")
         return pafs.S3FileSystem(**kw), bucket_prefix
     return pafs.LocalFileSystem(), str(Path(uri).resolve())
-
-
-def _sha256(fs: pafs.FileSystem, path: str) -> str:
-    h = hashlib.sha256()
-    with fs.open_input_stream(path) as f:
-        while piece := f.read(1 << 20):
-            h.update(piece)
-    return h.hexdigest()
 
 
 # --- write ------------------------------------------------------------------------------
@@ -91,6 +87,8 @@ def _delta_columns(schema: pa.Schema) -> list[str]:
     """Clocks stored as differences (DELTA_BINARY_PACKED): ``started_at`` and the monotonic
     ``t_*`` phase timestamps advance with the rows, and their 64 bits of which only the last
     few change compress to about half (1,000,000 dns_query records: 66 -> 51 B/record)."""
+    import pyarrow as pa
+
     return [f.name for f in schema if (f.name == "started_at" and pa.types.is_timestamp(f.type))
             or (f.name.startswith("t_") and pa.types.is_int64(f.type))]  # fmt: skip
 
@@ -107,6 +105,8 @@ class _Parts:
         self.rows = 0
 
     def write(self, kind: str, day: str, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
         if self.cur != (kind, day):
             self.close()
             rel = f"kind={kind}/day={day}/part-0000.parquet"
@@ -137,6 +137,8 @@ class _Parts:
 
 def view_columns(conn: psycopg.Connection) -> dict[str, list[list[str]]]:
     """The reader views' columns and types, as the store has them (information_schema)."""
+    from dnscamp.opendata import pgarrow
+
     return pgarrow.columns(conn, "v\\_%")
 
 
@@ -162,7 +164,10 @@ def _store_revision(conn: psycopg.Connection) -> list[str]:
 
 
 def _write_atlas(conn: psycopg.Connection, campaign: str, parts: _Parts) -> dict[str, Any]:
+    import pyarrow as pa
     import pyarrow.compute as pc
+
+    from dnscamp.opendata import pgarrow
 
     tables = pgarrow.columns(conn, "atlas\\_%")
     out: dict[str, Any] = {}
@@ -202,9 +207,12 @@ def write(conn: psycopg.Connection, campaign: str, dest: str, *,
     """Archive ``campaign`` from the store (owner connection) to ``dest``; returns the manifest.
     Files are written into a local staging directory, checksummed, then copied to ``dest``;
     the manifest goes last."""
+    import pyarrow.fs as pafs
+
     from db.records import iter_records
 
     import dnscamp
+    from dnscamp.opendata import codec
 
     fs, root = filesystem(dest)
     info = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=False))
@@ -264,12 +272,85 @@ def write(conn: psycopg.Connection, campaign: str, dest: str, *,
 # --- read / verify ----------------------------------------------------------------------
 
 
-def read_manifest(src: str) -> tuple[pafs.FileSystem, str, dict[str, Any]]:
-    fs, root = filesystem(src)
-    path = f"{root}/{MANIFEST}"
+class Source:
+    """Where an archive's files are read: a local directory through the standard library (its
+    Parquet footers through DuckDB), or S3 through Arrow's filesystem (``fs``, which restore and
+    DuckDB's scans of S3 use; for a local archive it is made only when asked for)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.local = not uri.startswith("s3://")
+        self._fs: pafs.FileSystem | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
+        if self.local:
+            self.root = str(Path(uri).resolve())
+        else:
+            self._fs, self.root = filesystem(uri)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        if self._fs is None:
+            self._fs, _ = filesystem(self.uri)
+        return self._fs
+
+    def read(self, rel: str) -> bytes:
+        if self.local:
+            return Path(self.root, rel).read_bytes()
+        with self.fs.open_input_stream(f"{self.root}/{rel}") as f:
+            return f.read()
+
+    def sizes(self) -> dict[str, int]:
+        """{path under the root: size} of every file but the manifest."""
+        if self.local:
+            out = {}
+            for d, _, names in os.walk(self.root):
+                for n in names:
+                    path = os.path.join(d, n)
+                    try:
+                        out[path[len(self.root) + 1:]] = os.stat(path).st_size
+                    except FileNotFoundError:  # a dangling link: no file, as Arrow's listing has it
+                        continue
+        else:
+            import pyarrow.fs as pafs
+
+            out = {i.path[len(self.root) + 1:]: i.size
+                   for i in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
+                   if i.type == pafs.FileType.File}  # fmt: skip
+        out.pop(MANIFEST, None)
+        return out
+
+    def sha256(self, rel: str) -> str:
+        h = hashlib.sha256()
+        with open(Path(self.root, rel), "rb") if self.local else self.fs.open_input_stream(f"{self.root}/{rel}") as f:
+            while piece := f.read(1 << 20):
+                h.update(piece)
+        return h.hexdigest()
+
+    def footer_rows(self, rel: str, con: duckdb.DuckDBPyConnection | None) -> int:
+        """The row count in the file's Parquet footer (which is read whole); ArchiveError when
+        it does not read."""
+        if self.local:
+            import duckdb
+
+            con = self._con = con or self._con or duckdb.connect()  # one for all the files
+            try:
+                return con.execute("SELECT num_rows FROM parquet_file_metadata(?)", [f"{self.root}/{rel}"]).fetchone()[0]
+            except duckdb.Error as exc:
+                raise ArchiveError(f"{self.uri}/{rel}: not a readable Parquet file ({_first_line(exc)})") from None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            with self.fs.open_input_file(f"{self.root}/{rel}") as fh:
+                return pq.ParquetFile(fh).metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ArchiveError(f"{self.uri}/{rel}: not a readable Parquet file ({_first_line(exc)})") from None
+
+
+def _manifest(source: Source) -> dict[str, Any]:
+    src = source.uri
     try:
-        with fs.open_input_stream(path) as f:
-            manifest = orjson.loads(f.read())
+        manifest = orjson.loads(source.read(MANIFEST))
     except FileNotFoundError:
         raise ArchiveError(f"{src}/{MANIFEST}: missing (not an archive, or an incomplete one)") from None
     except OSError as exc:
@@ -282,7 +363,12 @@ def read_manifest(src: str) -> tuple[pafs.FileSystem, str, dict[str, Any]]:
     for key in ("files", "kinds", "campaign"):
         if key not in manifest:
             raise ArchiveError(f"{src}/{MANIFEST}: no {key!r}")
-    return fs, root, manifest
+    return manifest
+
+
+def read_manifest(src: str) -> tuple[pafs.FileSystem, str, dict[str, Any]]:
+    source = Source(src)
+    return source.fs, source.root, _manifest(source)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -291,17 +377,16 @@ def _first_line(exc: BaseException) -> str:
     return first_line(exc)
 
 
-def verify(src: str, *, checksums: bool = True) -> tuple[pafs.FileSystem, str, dict[str, Any]]:
+def verified(src: str, *, checksums: bool = True,
+             con: duckdb.DuckDBPyConnection | None = None) -> tuple[Source, dict[str, Any]]:  # fmt: skip
     """The manifest and the files agree: every listed file present with its size (and sha256
     when ``checksums``), a readable Parquet footer with the listed rows, no unlisted file,
-    per-kind totals. Raises ArchiveError with one line naming the first file that does not."""
-    fs, root, manifest = read_manifest(src)
+    per-kind totals. Raises ArchiveError with one line naming the first file that does not.
+    A local archive's footers are read with ``con`` (DuckDB) when given."""
+    source = Source(src)
+    manifest = _manifest(source)
     listed = {f["path"]: f for f in manifest["files"]}
-    present = {
-        i.path[len(root) + 1:]: i
-        for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
-        if i.type == pafs.FileType.File and i.path[len(root) + 1:] != MANIFEST
-    }  # fmt: skip
+    present = source.sizes()
     for rel in sorted(listed):
         if rel not in present:
             raise ArchiveError(f"{src}/{rel}: missing (listed in {MANIFEST})")
@@ -313,23 +398,29 @@ def verify(src: str, *, checksums: bool = True) -> tuple[pafs.FileSystem, str, d
         if n != meta["rows"]:
             raise ArchiveError(f"{src}/{MANIFEST}: kind {k}: {meta['rows']} rows, its files list {n}")
     for rel, f in sorted(listed.items()):
-        path = f"{root}/{rel}"
-        if present[rel].size != f["bytes"]:
-            raise ArchiveError(f"{src}/{rel}: {present[rel].size} bytes, the manifest says {f['bytes']} (truncated or replaced)")
-        if checksums and (got := _sha256(fs, path)) != f["sha256"]:
+        if present[rel] != f["bytes"]:
+            raise ArchiveError(f"{src}/{rel}: {present[rel]} bytes, the manifest says {f['bytes']} (truncated or replaced)")
+        if checksums and (got := source.sha256(rel)) != f["sha256"]:
             raise ArchiveError(f"{src}/{rel}: sha256 {got[:16]}..., the manifest says {f['sha256'][:16]}... (corrupt)")
-        try:
-            with fs.open_input_file(path) as fh:
-                rows = pq.ParquetFile(fh).metadata.num_rows
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ArchiveError(f"{src}/{rel}: not a readable Parquet file ({_first_line(exc)})") from None
+        rows = source.footer_rows(rel, con)
         if rows != f["rows"]:
             raise ArchiveError(f"{src}/{rel}: {rows} rows, the manifest says {f['rows']}")
-    return fs, root, manifest
+    return source, manifest
+
+
+def verify(src: str, *, checksums: bool = True) -> tuple[pafs.FileSystem, str, dict[str, Any]]:
+    """``verified``, giving Arrow's filesystem of the archive (what restore reads it with)."""
+    source, manifest = verified(src, checksums=checksums)
+    return source.fs, source.root, manifest
 
 
 def iter_archived(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src: str) -> Iterator[tuple[str, list[dict]]]:
     """(file, its records) for every file of an archive, in manifest order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dnscamp.opendata import codec
+
     for f in manifest["files"]:
         if f["kind"] not in manifest["kinds"]:
             continue  # an Atlas table: restore_atlas reads it
@@ -382,6 +473,9 @@ def restore(src: str, url: str, *, owner_url: str | None = None, workers: int | 
 
 def _atlas_tables(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], src: str) -> dict[str, list[dict]]:
     """The rows restore needs of the archived Atlas tables (measurements, discovery, raw)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     out: dict[str, list[dict]] = {}
     for f in manifest["files"]:
         if f["kind"] not in ("atlas_measurements", "atlas_discovery", "atlas_probes", "atlas_results_raw"):

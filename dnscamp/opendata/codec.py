@@ -17,57 +17,19 @@ Columns of a kind's table:
 from __future__ import annotations
 
 import json
-import types
-import typing
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any, Iterable
 
 import orjson
 import pyarrow as pa
 
 from db.records import iso_utc
+from dnscamp.opendata.columns import ABSENT, ENVELOPE, EXTRA, JSON, body_fields  # noqa: F401 (codec's names too)
 
-ENVELOPE = ("id", "schema", "campaign", "run", "unit", "vantage_id", "provider", "region", "network_profile",
-            "started_at", "status", "error", "env")  # fmt: skip
-ABSENT, EXTRA = "_body_absent", "_body_extra"
-JSON = "json"  # marker type: JSON text
 TS = pa.timestamp("us", tz="UTC")
 _STR = pa.string()
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def _scalar(ann: Any) -> Any:
-    """int / float / bool / str for a (possibly Optional / Annotated / Literal) annotation, else JSON."""
-    origin = typing.get_origin(ann)
-    if origin is typing.Annotated:
-        return _scalar(typing.get_args(ann)[0])
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(ann) if a is not type(None)]
-        return _scalar(inner[0]) if len(inner) == 1 else JSON
-    if origin is typing.Literal:
-        vals = typing.get_args(ann)
-        return str if all(isinstance(v, str) for v in vals) else JSON
-    return ann if ann in (int, float, bool, str) else JSON
-
-
 _ARROW = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: _STR, JSON: _STR}
-
-
-@lru_cache(maxsize=None)
-def body_fields(kind: str) -> tuple[tuple[str, str, Any], ...]:
-    """(body field, column name, python type or JSON) of a kind's model; () for a kind without one."""
-    from vantage_agent.records import BODIES
-
-    model = BODIES.get(kind)
-    if model is None:
-        return ()
-    out = []
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        col = f"body_{key}" if key in ENVELOPE or key in ("kind", "day") else key
-        out.append((key, col, _scalar(info.annotation)))
-    return tuple(out)
 
 
 def schema(kind: str) -> pa.Schema:

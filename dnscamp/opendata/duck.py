@@ -14,16 +14,20 @@ Atlas tables (v_atlas_ping, v_atlas_dns, v_quicsocks_savings) are the store's ow
 (pg_get_viewdef, in the manifest) run over the archived Atlas tables; the store's
 ``atlas_ping_latest`` (0017), which v_quicsocks_savings reads, is derived here from the pings. Views over what an
 archive does not hold (the S3 ledger, the quarantine, credits) are not created.
+
+A local archive is read without Arrow (verified by ``archive.verified`` with DuckDB, scanned by
+read_parquet, a kind or table not archived a typed relation of no rows); one on S3 through
+Arrow's S3 filesystem. ``run`` creates only the relations its query reaches.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Callable
 
 import duckdb
-import pyarrow as pa
 
-from dnscamp.opendata import archive, codec
+from dnscamp.opendata import archive, columns
 
 KIND_OF_VIEW = {"v_dns_query": "dns_query", "v_page_load": "page_load", "v_ping": "ping"}
 PG_TO_DUCK = {
@@ -111,7 +115,7 @@ _FALLBACK = {  # a body value kept in _body_extra, read as the store's JSON_VALU
     bool: "CASE WHEN json_type(_body_extra, '$.\"{k}\"') = 'BOOLEAN' "
           "THEN json_extract(_body_extra, '$.\"{k}\"')::BOOLEAN END",
     str: "json_extract_string(_body_extra, '$.\"{k}\"')",
-    codec.JSON: "json_extract(_body_extra, '$.\"{k}\"')",
+    columns.JSON: "json_extract(_body_extra, '$.\"{k}\"')",
 }  # fmt: skip
 
 
@@ -121,13 +125,13 @@ def _q(name: str) -> str:
 
 def _kind_select(kind: str, source: str) -> str:
     """SELECT of one kind's archived rows with body columns under their body names, typed."""
-    cols = [f"{_q(c)}" for c in codec.ENVELOPE if c not in ("env",)]
+    cols = [f"{_q(c)}" for c in columns.ENVELOPE if c not in ("env",)]
     cols.append("CAST(env AS JSON) AS env")
     cols.append(f"'{kind}' AS kind")
-    for key, col, t in codec.body_fields(kind):
-        base = f"CAST({_q(col)} AS JSON)" if t is codec.JSON else _q(col)
+    for key, col, t in columns.body_fields(kind):
+        base = f"CAST({_q(col)} AS JSON)" if t is columns.JSON else _q(col)
         cols.append(f"COALESCE({base}, {_FALLBACK[t].format(k=key)}) AS {_q(key)}")
-    cols.append(codec.EXTRA)
+    cols.append(columns.EXTRA)
     return f"SELECT {', '.join(cols)} FROM {source}"
 
 
@@ -139,64 +143,165 @@ def _dataset(files: list[str], fs):
     return ds.dataset(files, filesystem=fs, format="parquet")
 
 
-def connect(src: str, *, checksums: bool = False) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the archive's views. The manifest and the files' sizes, row
-    counts and footers are verified first (``checksums`` adds every file's sha256)."""
-    fs, root, manifest = archive.verify(src, checksums=checksums)
-    con = duckdb.connect()
-    for m in MACROS:
-        con.execute(m)
-    local = isinstance(fs, archive.pafs.LocalFileSystem)
-    kinds = set(manifest["kinds"]) | set(KIND_OF_VIEW.values())
-    for kind in sorted(kinds):
-        files = [f"{root}/{f['path']}" for f in manifest["files"] if f["kind"] == kind]
-        rel = f"_k_{kind}"
-        if files and local:
-            lst = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
-            source = f"read_parquet([{lst}], hive_partitioning = false)"
-        else:  # S3 (through Arrow's S3 client: DuckDB scans the dataset) or a kind not archived
-            data = _dataset(files, fs) if files else pa.table({f.name: pa.array([], f.type)
-                                                                for f in codec.schema(kind)})  # fmt: skip
-            con.register(f"_arrow_{kind}", data)
-            source = f"_arrow_{kind}"
-        con.execute(f"CREATE OR REPLACE VIEW {rel} AS {_kind_select(kind, source)}")
-    for name, sql in view_sql(manifest, sorted(kinds)).items():
-        con.execute(sql)
-    con.execute(V_FAILURES)
-    _atlas(con, fs, root, manifest, local)
-    return con
+def _empty(cols: list[tuple[str, str]]) -> str:
+    """A relation of no rows with these (column, DuckDB type)s: a kind or table not archived."""
+    return "(SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_q(c)}" for c, t in cols) + " LIMIT 0)"
 
 
-def _atlas(con: duckdb.DuckDBPyConnection, fs, root: str, manifest: dict[str, Any], local: bool) -> None:
+def _scan(con: duckdb.DuckDBPyConnection, source: archive.Source, name: str, files: list[str],
+          cols: list[tuple[str, str]]) -> str:  # fmt: skip
+    """What a view reads a kind's or table's files from: DuckDB's read_parquet for a local
+    archive, an Arrow dataset registered with ``con`` on S3 (through Arrow's S3 client), a typed
+    relation of no rows (``cols``) when none was archived."""
+    if not files:
+        return _empty(cols)
+    if source.local:
+        lst = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
+        return f"read_parquet([{lst}], hive_partitioning = false)"
+    con.register(f"_arrow_{name}", _dataset(files, source.fs))
+    return f"_arrow_{name}"
+
+
+class _Relation:
+    """One view of the archive's DuckDB: its CREATE statement (run by ``create``), and the
+    relations it reads, which must exist first."""
+
+    def __init__(self, name: str, reads: set[str], create: Callable[[duckdb.DuckDBPyConnection], None]):
+        self.name, self.reads, self.create = name, reads, create
+
+
+def _relations(source: archive.Source, manifest: dict[str, Any]) -> list[_Relation]:
+    """Every relation the archive's DuckDB offers, in an order in which each one's reads come first."""
+    out: list[_Relation] = []
+
+    def stmt(sql: str) -> Callable[[duckdb.DuckDBPyConnection], None]:
+        return lambda con: con.execute(sql)
+
+    kinds = sorted(set(manifest["kinds"]) | set(KIND_OF_VIEW.values()))
+    for kind in kinds:
+        files = [f"{source.root}/{f['path']}" for f in manifest["files"] if f["kind"] == kind]
+
+        def create(con, kind=kind, files=files):
+            scan = _scan(con, source, kind, files, columns.kind_duck_types(kind))
+            con.execute(f"CREATE OR REPLACE VIEW _k_{kind} AS {_kind_select(kind, scan)}")
+
+        out.append(_Relation(f"_k_{kind}", set(), create))
+    for name, sql in view_sql(manifest, kinds).items():
+        reads = {f"_k_{k}" for k in kinds} if name == "v_results" else {f"_k_{KIND_OF_VIEW[name]}"}
+        out.append(_Relation(name, reads, stmt(sql)))
+    out.append(_Relation("v_failures", {"v_results"}, stmt(V_FAILURES)))
+    out.extend(_atlas(source, manifest, {r.name for r in out}))
+    return out
+
+
+def _atlas(source: archive.Source, manifest: dict[str, Any], names: set[str]) -> list[_Relation]:
     """The archived Atlas tables under their store names (JSON columns as JSON), then the
     store's own definitions of the views over them (pg_get_viewdef, run as they are)."""
-    from dnscamp.opendata import pgarrow
-
-    for table, meta in manifest.get("tables", {}).items():
-        files = [f"{root}/{f['path']}" for f in manifest["files"] if f["kind"] == table]
+    out: list[_Relation] = []
+    tables = manifest.get("tables", {})
+    for table, meta in tables.items():
+        files = [f"{source.root}/{f['path']}" for f in manifest["files"] if f["kind"] == table]
         cols = meta["columns"]
-        if files and local:
-            lst = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
-            source = f"read_parquet([{lst}], hive_partitioning = false)"
-        else:
-            data = _dataset(files, fs) if files else pgarrow.schema(cols).empty_table()
-            con.register(f"_arrow_{table}", data)
-            source = f"_arrow_{table}"
-        sel = ", ".join(f"CAST({_q(c)} AS JSON) AS {_q(c)}" if t in pgarrow.JSONISH else _q(c) for c, t in cols)
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {sel} FROM {source}")
+        sel = ", ".join(f"CAST({_q(c)} AS JSON) AS {_q(c)}" if t in columns.JSONISH else _q(c) for c, t in cols)
+
+        def create(con, table=table, files=files, cols=cols, sel=sel):
+            scan = _scan(con, source, table, files, columns.store_duck_types(cols))
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {sel} FROM {scan}")
+
+        out.append(_Relation(table, set(), create))
     defs = dict(manifest.get("view_defs", {}))
-    if "atlas_ping" in manifest.get("tables", {}):
-        con.execute(ATLAS_PING_LATEST)
+    if "atlas_ping" in tables:
+        out.append(_Relation("atlas_ping_latest", {"atlas_ping"}, lambda con: con.execute(ATLAS_PING_LATEST)))
         if "v_quicsocks_savings" not in defs:  # 0017's reads atlas_ping_latest, which archives leave out
             from db.views import view_sql as store_view
 
             defs["v_quicsocks_savings"] = store_view("v_quicsocks_savings").split("VIEW v_quicsocks_savings AS\n", 1)[1]
+    known = names | {r.name for r in out}
     for view, definition in defs.items():
-        if view in manifest.get("views", {}):
+        if view not in manifest.get("views", {}):
+            continue
+        sql = create_view(view, manifest["views"][view], f"({definition.rstrip().rstrip(';')})")
+
+        def create(con, sql=sql):
             try:
-                con.execute(create_view(view, manifest["views"][view], f"({definition.rstrip().rstrip(';')})"))
+                con.execute(sql)
             except duckdb.Error:  # Postgres-only SQL (v_atlas_credits' JSON_VALUE ... RETURNING): not offered
-                continue
+                pass
+
+        out.append(_Relation(view, (_words(definition) & known) - {view}, create))
+        known.add(view)
+    return out
+
+
+_WORD = re.compile(r"\w+")
+# Words of a query that can reach a relation without naming it (the catalog's listings,
+# queries built from strings, EXPORT DATABASE): such a query gets every relation.
+_CATALOG_WORDS = {"information_schema", "query", "query_table", "show", "describe", "summarize", "pragma", "export",
+                  "copy", "attach", "database", "databases", "tables", "views", "table_info"}  # fmt: skip
+_CATALOG_PREFIXES = ("duckdb_", "pg_", "pragma_", "sqlite_")
+
+
+def _words(sql: str) -> set[str]:
+    return set(_WORD.findall(sql.lower()))
+
+
+def reached(relations: list[_Relation], query: str | None) -> set[str] | None:
+    """The relations ``query`` can read: those it names (DuckDB's names are case-insensitive)
+    and, transitively, what they read; None (all of them) for no query or one that can reach
+    relations without naming them."""
+    if query is None:
+        return None
+    words = _words(query)
+    if words & _CATALOG_WORDS or any(w.startswith(_CATALOG_PREFIXES) for w in words):
+        return None
+    by_name = {r.name: r for r in relations}
+    todo = [w for w in words if w in by_name]
+    out: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo.extend(by_name[name].reads)
+    return out
+
+
+def _build(con: duckdb.DuckDBPyConnection, relations: list[_Relation], only: set[str] | None) -> None:
+    for m in MACROS:
+        con.execute(m)
+    for r in relations:
+        if only is None or r.name in only:
+            r.create(con)
+
+
+def connect(src: str, *, checksums: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the archive's views. The manifest and the files' sizes, row
+    counts and footers are verified first (``checksums`` adds every file's sha256)."""
+    con = duckdb.connect()
+    source, manifest = archive.verified(src, checksums=checksums, con=con)
+    _build(con, _relations(source, manifest), None)
+    return con
+
+
+def run(src: str, query: str, *, checksums: bool = False) -> tuple[list[str], list[tuple]]:
+    """(column names, rows) of ``query`` over the archive, verified as ``connect`` does. Only the
+    relations the query reaches are created (creating the ~20 views is most of a small query's
+    time); a query that then fails on a name DuckDB does not know runs again with all of them,
+    so its error (DuckDB's "did you mean" names the closest relation) is the one it gets when
+    every relation exists."""
+    con = duckdb.connect()
+    source, manifest = archive.verified(src, checksums=checksums, con=con)
+    relations = _relations(source, manifest)
+    only = reached(relations, query)
+    _build(con, relations, only)
+    try:
+        cur = con.execute(query)
+    except duckdb.CatalogException:
+        if only is None:
+            raise
+        con = duckdb.connect()
+        _build(con, relations, None)
+        cur = con.execute(query)
+    return [d[0] for d in cur.description or []], cur.fetchall()
 
 
 # The store's atlas_ping_latest (migration 0017: the latest successful ping per campaign,
@@ -216,7 +321,7 @@ def view_sql(manifest: dict[str, Any], kinds: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, cols in views.items():
         if name == "v_results":
-            env_cols = ", ".join(_q(c) for c in (*codec.ENVELOPE, "kind"))
+            env_cols = ", ".join(_q(c) for c in (*columns.ENVELOPE, "kind"))
             source = "(" + " UNION ALL ".join(f"SELECT {env_cols} FROM _k_{k}" for k in kinds) + ")"
         elif name in KIND_OF_VIEW:
             source = f"_k_{KIND_OF_VIEW[name]}"
@@ -242,9 +347,9 @@ def unresolved(manifest: dict[str, Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, cols in manifest.get("views", {}).items():
         if name == "v_results":
-            have = set(codec.ENVELOPE) | {"kind"}
+            have = set(columns.ENVELOPE) | {"kind"}
         elif name in KIND_OF_VIEW:
-            have = set(codec.ENVELOPE) | {k for k, _, _ in codec.body_fields(KIND_OF_VIEW[name])}
+            have = set(columns.ENVELOPE) | {k for k, _, _ in columns.body_fields(KIND_OF_VIEW[name])}
         else:
             continue
         missing = [c for c, _ in cols if c not in have and c not in DERIVED.get(name, {})]

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Iterator
 import orjson
 import pyarrow as pa
 
+from dnscamp.opendata.columns import JSONISH
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -18,7 +20,6 @@ ARROW = {
     "numeric": pa.float64(), "boolean": pa.bool_(), "jsonb": pa.string(), "json": pa.string(),
     "timestamp with time zone": pa.timestamp("us", tz="UTC"), "date": pa.date32(), "ARRAY": pa.list_(pa.float64()),
 }  # fmt: skip
-JSONISH = ("jsonb", "json")
 
 
 def columns(conn: psycopg.Connection, like: str) -> dict[str, list[list[str]]]:

@@ -144,6 +144,20 @@ def _rows(dest: Path, m: dict) -> str:  # a manifest that does not match its fil
     return "manifest.json"
 
 
+def _file_rows(dest: Path, m: dict) -> str:  # the totals agree, the file's footer does not
+    f = m["files"][0]
+    f["rows"] += 1
+    {**m["kinds"], **m["tables"]}[f["kind"]]["rows"] += 1
+    (dest / "manifest.json").write_text(json.dumps(m))
+    return f["path"]
+
+
+def _format(dest: Path, m: dict) -> str:  # an archive of another format version
+    m["format"] = "dnscamp.archive/2"
+    (dest / "manifest.json").write_text(json.dumps(m))
+    return "manifest.json"
+
+
 def _extra(dest: Path, m: dict) -> str:
     rel = "kind=dns_query/day=2001-01-01/part-0000.parquet"
     (dest / rel).parent.mkdir(parents=True)
@@ -157,7 +171,9 @@ def _no_manifest(dest: Path, m: dict) -> str:
 
 
 @pytest.mark.parametrize("damage,says", [(_truncate, "bytes"), (_remove, "missing"), (_flip, "sha256"),
-                                         (_rows, "rows"), (_extra, "not listed"), (_no_manifest, "missing")])  # fmt: skip
+                                         (_rows, "rows"), (_file_rows, "rows, the manifest says"),
+                                         (_format, "format 'dnscamp.archive/2'"), (_extra, "not listed"),
+                                         (_no_manifest, "missing")])  # fmt: skip
 def test_corrupt_or_partial_archive_is_refused_naming_the_file_and_nothing_is_restored(demo_db, tmp_path, damage, says):
     dest = tmp_path / "arch"
     assert cli("archive", "--campaign", CAMPAIGN, str(dest))[0] == 0
@@ -184,8 +200,12 @@ def test_truncated_parquet_with_a_matching_manifest_is_refused_by_its_footer(dem
     data = (dest / rel).read_bytes()
     m["files"][0].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     (dest / "manifest.json").write_text(json.dumps(m))
-    code, _, err = cli("archive", "restore", str(dest))
-    assert code == 2 and rel in err and "Parquet" in err, err
+    for cmd in (("archive", "verify", str(dest)), ("archive", "restore", str(dest)),
+                ("sql", "--archive", str(dest), "SELECT count(*) FROM v_results"),
+                ("sql", "--archive", str(dest), "--quick", "SELECT 1")):  # fmt: skip
+        code, _, err = cli(*cmd)
+        assert code == 2 and f"{rel}: not a readable Parquet file (" in err, (cmd, err)
+        assert len(err.strip().splitlines()) == 1, err
 
 
 # --- S3 (moto server mode) ----------------------------------------------------------------
@@ -212,6 +232,7 @@ def test_archive_to_s3_restore_from_it_and_duckdb_reads_the_bucket(demo_db, moto
     con = duck.connect(uri, checksums=True)
     got = dict(con.execute("SELECT transport, count(*) FROM v_dns_query GROUP BY 1").fetchall())
     assert got == {"do53": 12, "dot": 12, "doh": 12, "doh3": 12, "doq": 12}
+    assert dict(duck.run(uri, "SELECT transport, count(*) FROM v_dns_query GROUP BY 1")[1]) == got  # its views only
     # docs/archive.md's snippet: DuckDB over an Arrow dataset of the bucket, no dnscamp involved
     import duckdb
     import pyarrow.dataset as ds

@@ -237,3 +237,31 @@ def test_rollup_guided_exact_falls_back_when_the_counts_disagree(both, monkeypat
         got, fell_back = archive_bench.guided_exact(rc, CAMPAIGN, lo)
     assert fell_back == [first]
     assert got == exact
+
+
+def test_a_query_over_the_archive_sees_what_it_would_with_every_view_created(both):
+    """`sql --archive` creates only the views a query names and what they read: each one read
+    alone gives the rows it gives beside all the others, a query over the catalog gets all of
+    them, and a misspelt name fails with the error it gets when all of them exist."""
+    import duckdb
+
+    full = duck.connect(both)
+    names = [r[0] for r in full.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
+    assert {"v_results", "v_dns_query", "v_failures", "atlas_ping", "atlas_ping_latest", "v_quicsocks_savings"} <= set(names)
+    for name in names:
+        q = f"SELECT * FROM {name.upper() if name.startswith('v_') else name} ORDER BY ALL"
+        cur = full.execute(q)
+        assert_same_rows(([d[0] for d in cur.description], cur.fetchall()), duck.run(both, q), name)
+    source, manifest = arc.verified(both, checksums=False)
+    relations = duck._relations(source, manifest)
+    assert duck.reached(relations, "SELECT 1") == set()
+    assert duck.reached(relations, 'SELECT count(*) FROM "v_failures"') == {
+        "v_failures", "v_results", *(r.name for r in relations if r.name.startswith("_k_"))}
+    assert duck.reached(relations, "SELECT * FROM v_quicsocks_savings") >= {"atlas_ping_latest", "atlas_ping"}
+    q = "SELECT table_name FROM information_schema.tables ORDER BY 1"
+    assert duck.run(both, q)[1] == full.execute(q).fetchall()
+    with pytest.raises(duckdb.CatalogException) as want:
+        full.execute("SELECT * FROM v_dns_queries")
+    with pytest.raises(duckdb.CatalogException) as got:
+        duck.run(both, "SELECT * FROM v_dns_queries")
+    assert str(got.value) == str(want.value) and "v_dns_query" in str(got.value)

@@ -167,5 +167,45 @@ def test_sql_on_an_archive_loads_duckdb_but_not_the_store_or_the_cloud(tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout == "n\n0\n"
     assert loaded(mods, "duckdb") and loaded(mods, "dnscamp.opendata.duck")
-    # pyarrow.dataset (and pyarrow.compute under it) is for archives on S3 only
-    assert_not_loaded(mods, (*STORE_AND_CLOUD, "pyarrow.dataset"), "dnscamp sql --archive")
+    # pyarrow (numpy under it) is for archives on S3 only: a local one is read with DuckDB
+    assert_not_loaded(mods, (*STORE_AND_CLOUD, "pyarrow", "numpy"), "dnscamp sql --archive")
+
+
+def test_sql_on_a_local_archive_with_files_loads_neither_pyarrow_nor_numpy(tmp_path):
+    """An archive with Parquet files of a kind and an Atlas table: the manifest, the files'
+    sizes, sha256 and footers verified, the views over read_parquet and over empty kinds and
+    tables created, the query run, all without Arrow."""
+    import duckdb
+
+    from dnscamp.opendata import archive as arc
+
+    src = tmp_path / "archive"
+    rel = "kind=ping/day=2026-11-01/part-0000.parquet"
+    (src / rel).parent.mkdir(parents=True)
+    con = duckdb.connect()
+    from dnscamp.opendata.columns import kind_duck_types
+
+    values = {"id": "'a'", "started_at": "'2026-11-01T00:00:00Z'", "env": "'{}'", "sent": "1"}
+    row = ", ".join(f"CAST({values.get(c, 'NULL')} AS {t}) AS \"{c}\"" for c, t in kind_duck_types("ping"))
+    con.execute(f"COPY (SELECT {row}) TO '{src / rel}' (FORMAT parquet)")
+    data = (src / rel).read_bytes()
+    trel = "kind=atlas_ping/day=all/part-0000.parquet"
+    (src / trel).parent.mkdir(parents=True)
+    con.execute(f"COPY (SELECT 7::BIGINT AS msm_id, 'ok' AS status) TO '{src / trel}' (FORMAT parquet)")
+    tdata = (src / trel).read_bytes()
+    import hashlib
+
+    files = [{"path": r, "kind": k, "day": d, "rows": 1, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+             for r, k, d, b in ((rel, "ping", "2026-11-01", data), (trel, "atlas_ping", "all", tdata))]  # fmt: skip
+    views = {"v_results": [["id", "text"], ["kind", "text"]], "v_dns_query": [["id", "text"], ["transport", "text"]]}
+    tables = {"atlas_ping": {"rows": 1, "columns": [["msm_id", "bigint"], ["status", "text"]]},
+              "atlas_dns": {"rows": 0, "columns": [["msm_id", "bigint"], ["answers", "jsonb"]]}}  # fmt: skip
+    manifest = {"format": arc.FORMAT, "campaign": "c", "files": files, "kinds": {"ping": {"rows": 1}}, "rows": 1,
+                "tables": tables, "views": views}  # fmt: skip
+    (src / arc.MANIFEST).write_text(json.dumps(manifest))
+    query = ("SELECT (SELECT count(*) FROM v_results) AS n, (SELECT count(*) FROM v_dns_query) AS dns, "
+             "(SELECT max(msm_id) FROM atlas_ping) AS msm, (SELECT count(*) FROM atlas_dns) AS adns")  # fmt: skip
+    mods, r = imported(["sql", "--archive", str(src), "--format", "csv", query], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "n,dns,msm,adns\n1,0,7,0\n"
+    assert_not_loaded(mods, (*STORE_AND_CLOUD, "pyarrow", "numpy"), "dnscamp sql --archive")
