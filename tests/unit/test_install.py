@@ -148,7 +148,7 @@ def test_run_sh_runs_every_step_whole_by_default_and_refuses_another_target(tmp_
 
 def test_make_demo_installs_for_the_demo_and_make_test_everything():
     def first(target: str) -> str:
-        return subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.splitlines()[0]
     assert first("demo") == "bash install/run.sh demo"
     assert first("test") == "bash install/run.sh test"
