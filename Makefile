@@ -29,11 +29,13 @@ demo: deps-demo
 	$(DNSCAMP) campaign run campaigns/default.toml --run $(DEMO_RUN)
 	@echo "report: $$($(DNSCAMP) report --html $(REPORT_DIR)/default --campaign default --run $(DEMO_RUN))"
 
-## test: everything but the opt-in internet/atlas-live tests: linkem's Rust tests, then pytest
-## (the log ends with the 25 slowest tests: the budget is 30 minutes from a fresh clone)
+## test: everything but the opt-in internet/atlas-live tests: linkem's Rust tests, then pytest on
+## TEST_WORKERS workers, the island's tests on one of them (tests/conftest.py); the log ends with
+## the 25 slowest tests: the budget is 15 minutes of pytest from a fresh clone on 2 cores
+TEST_WORKERS ?= 2
 test: deps
 	cd testbed/linkem && CARGO_TARGET_DIR=$(LINKEM_TARGET) $(CARGO) test --locked -j2 --quiet
-	$(PY) -m pytest -m "not internet and not atlas" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not internet and not atlas" -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 ## dashboards: regenerate the Grafana dashboards' JSON from dashboards/ (docs/dashboards.md)
 dashboards: deps

@@ -394,7 +394,7 @@ def _hba_is_weak(c: Cluster) -> bool:
     return not rules or any(WEAK_AUTH & set(rule) for rule in rules)
 
 
-def _postmaster_pid(c: Cluster) -> int | None:
+def postmaster_pid(c: Cluster) -> int | None:
     try:
         return int((c.data / "postmaster.pid").read_text().split("\n", 1)[0])
     except (OSError, ValueError):
@@ -403,7 +403,7 @@ def _postmaster_pid(c: Cluster) -> int | None:
 
 def server_groups(c: Cluster | None = None) -> set[int]:
     """Every gid (real, effective, saved, fs, supplementary) of the running postmaster."""
-    pid = _postmaster_pid(c or cluster())
+    pid = postmaster_pid(c or cluster())
     gids: set[int] = set()
     if pid is None:
         return gids

@@ -32,7 +32,64 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
+# Under pytest-xdist (`make test` runs two workers) every test of the island runs on one worker,
+# in file order: the island is one per machine (namespaces are global), and the other worker
+# meanwhile runs the CPU-bound rest. The island's tests are the testbed layer's, by path: the
+# scheduler on the controller sees node ids only (pytest 9 no longer lets xdist's
+# --dist loadgroup rename them, so an xdist_group marker would not hold them together).
+ISLAND_PATHS = ("tests/testbed/", "testbed/linkem/")
+# The island's tests measure time (link emulation, probes' RTTs, page loads) and check it
+# against targets that hold on an otherwise idle machine. Under xdist every other test, and each
+# worker's embedded Postgres, runs at this niceness, so that what the island runs gets the CPU
+# first; a worker running the island's tests goes back to 0 (root may lower it again).
+NICE_BESIDE_ISLAND = 10
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: "island" for the island's, else the test itself."""
+    return "island" if nodeid.startswith(ISLAND_PATHS) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class IslandScheduling(LoadScopeScheduling):
+        """The island's tests are one work unit (the largest, so it is handed out first); every
+        other test is a unit of its own, as with --dist load."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return IslandScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    from tests.fuzz.conftest import TALLY
+
+    TALLY.update(getattr(node, "workeroutput", {}).get("fuzz_tally", {}))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests.fuzz.conftest import TALLY
+
+    if TALLY:
+        terminalreporter.write_line(
+            "fuzz: generated lines through " + ", ".join(f"{k} {v:,}" for k, v in sorted(TALLY.items()))
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stray = [i.nodeid for i in items if i.get_closest_marker("testbed") and not i.nodeid.startswith(ISLAND_PATHS)]
+    if stray:
+        raise pytest.UsageError(f"{stray[0]}: a testbed test outside {', '.join(ISLAND_PATHS)} would run beside "
+                                "the island's other tests under xdist: move it there")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # see NICE_BESIDE_ISLAND; processes a test starts inherit it
+        os.setpriority(os.PRIO_PROCESS, 0, 0 if work_unit(item.nodeid) == "island" else NICE_BESIDE_ISLAND)
     # A testbed test that cannot run must fail loudly, never skip silently.
     if item.get_closest_marker("testbed") and os.geteuid() != 0:
         pytest.fail("testbed tests need root (network namespaces, iptables): run `make test` as root")
@@ -52,6 +109,15 @@ def db_url() -> str:
 
     url = engine.database_url("owner")
     migrate.upgrade(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    if not engine.external_url():
+        from tests.store_util import make_template
+
+        make_template()
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # its backends fork from it: all of them yield to the island
+            pid = embedded.postmaster_pid(embedded.cluster())
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if pid else []
+            for p in [pid, *map(int, children)] if pid else []:
+                os.setpriority(os.PRIO_PROCESS, p, NICE_BESIDE_ISLAND)
     yield url
     if not engine.external_url():
         embedded.down()
@@ -61,31 +127,19 @@ _counter = itertools.count()
 
 
 def _copy_of_template(name: str) -> str:
-    """A new database ``name``, a copy of the session's migrated store; returns its URL."""
-    import psycopg
-
+    """A new database ``name``, a copy of the session's migrated, empty store; returns its URL."""
     from db import engine
+    from tests.store_util import copy_of_template
 
     if engine.external_url():
         pytest.fail("a test database needs the embedded Postgres (unset DNSCAMP_TEST_DATABASE_URL)")
-    admin = engine.database_url("owner", dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        # The template must have no other connections while it is copied.
-        c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            (engine.DB_NAME,),
-        )
-        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{engine.DB_NAME}"')
-    return engine.database_url("owner", dbname=name)
+    return copy_of_template(name)
 
 
 def _drop_database(name: str) -> None:
-    import psycopg
+    from tests.store_util import drop_database
 
-    from db import engine
-
-    with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database(name)
 
 
 @pytest.fixture()

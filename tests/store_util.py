@@ -7,6 +7,39 @@ from pathlib import Path
 import psycopg
 
 
+# The session's template: a copy of the freshly migrated store taken before any test runs. Tests
+# that write into the session's own database (`db_url`) leave it as it is, so every copy made from
+# it is empty, whatever ran before on this pytest-xdist worker.
+TEMPLATE = "dnscamp_test_template"
+
+
+def make_template() -> None:
+    """Copy the session's migrated store (db.engine.DB_NAME) to TEMPLATE, anew."""
+    from db import engine
+
+    with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                  (engine.DB_NAME,))  # fmt: skip
+        c.execute(f'CREATE DATABASE "{TEMPLATE}" TEMPLATE "{engine.DB_NAME}"')
+
+
+def copy_of_template(name: str) -> str:
+    """A new database ``name``: a copy of the session's migrated, empty store; returns its URL."""
+    from db import engine
+
+    with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+    return engine.database_url("owner", dbname=name)
+
+
+def drop_database(name: str) -> None:
+    from db import engine
+
+    with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def empty_store(conn: psycopg.Connection) -> None:
     """Every table of the store emptied in one TRUNCATE (records, dimensions, rollups, Atlas,
     quarantine; not alembic_version), whatever tables the migrations at head have, and its

@@ -43,8 +43,9 @@ def examples(n: int) -> int:
     return max(1, round(n * FACTOR))
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    if TALLY:
-        terminalreporter.write_line(
-            "fuzz: generated lines through " + ", ".join(f"{k} {v:,}" for k, v in sorted(TALLY.items()))
-        )
+def pytest_sessionfinish(session) -> None:
+    # An xdist worker hands its tally to the controller, which adds them up (tests/conftest.py
+    # prints the summary line).
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["fuzz_tally"] = dict(TALLY)

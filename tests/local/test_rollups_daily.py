@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from collectors import read as read_mod
 from collectors.ingest import ingest
 from db.migrations import views as frozen
+from tests.store_util import copy_of_template, drop_database
 
 pytestmark = pytest.mark.local
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,18 +105,11 @@ def _savings_equal_old_definition(url: str) -> int:
 @contextmanager
 def scratch_db():
     """A new database copied from the session's migrated, empty one (as conftest's empty_db)."""
-    from db import engine
-
     name = f"daily_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
-        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                  (engine.DB_NAME,))
-        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{engine.DB_NAME}"')
     try:
-        yield engine.database_url("owner", dbname=name)
+        yield copy_of_template(name)
     finally:
-        with psycopg.connect(engine.database_url("owner", dbname="postgres"), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(name)
 
 
 def ingest_mixed_batches(campaign: Path, tmp_path: Path, url: str) -> None:

@@ -24,6 +24,7 @@ from dnscamp.commands.sql import run_query
 from dnscamp.opendata import archive as arc
 from dnscamp.opendata import duck
 from tests.scaffolding.demo_data import CAMPAIGN, load_demo
+from tests.store_util import copy_of_template, drop_database
 
 pytestmark = pytest.mark.local
 runner = CliRunner()
@@ -85,15 +86,8 @@ def both(db_url, tmp_path_factory):
     """The demo campaign and a small generated one (records and Atlas results, stored by the
     normal ingest paths) in a store, and the archive of both; one per module (the tests only
     read), in a database copied from the session's template as fresh_db does."""
-    from db import engine
-
     name = f"t_sqlcli_{os.getpid()}"
-    admin = engine.database_url("owner", dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                  (engine.DB_NAME,))  # fmt: skip
-        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{engine.DB_NAME}"')
-    url = engine.database_url("owner", dbname=name)
+    url = copy_of_template(name)
     tmp = tmp_path_factory.mktemp("sqlcli")
     load_demo(url)
     gen.generate(tmp / "gen", seed=5, dns_queries_n=2000, page_loads_n=300, atlas_n=1500, campaign=CAMPAIGN)
@@ -103,8 +97,7 @@ def both(db_url, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DNSCAMP_DATABASE_NAME", name)
         yield str(tmp / "arch")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database(name)
 
 
 def test_every_archived_view_gives_the_stores_rows(both):

@@ -1,0 +1,42 @@
+"""How `make test` spreads the suite over pytest-xdist workers (tests/conftest.py): the island's
+tests form one work unit, every other test is its own, and a testbed test outside the island's
+folders is refused at collection (it would run beside the island's tests on another worker)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import ISLAND_PATHS, pytest_collection_modifyitems, work_unit
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("nodeid", [
+    "tests/testbed/test_topology.py::test_conformance_check_meets_targets[nfqueue]",
+    "tests/testbed/test_experiments.py::test_hol_reduced",
+    "testbed/linkem/test_selftest.py::test_rtt_loss_goodput",
+])
+def test_the_islands_tests_are_one_unit(nodeid):
+    assert work_unit(nodeid) == "island"
+
+
+@pytest.mark.parametrize("nodeid", [
+    "tests/local/test_fleet_moto.py::test_apply_status_policy_destroy",
+    "tests/unit/test_layout.py::test_no_cycles",
+    "tests/fuzz/test_fuzz_ingest.py::test_ingest_contract",
+    "tests/local/testbed/test_x.py::test_y",  # a folder named testbed elsewhere is not the island
+])
+def test_every_other_test_is_a_unit_of_its_own(nodeid):
+    assert work_unit(nodeid) == nodeid
+
+
+class _Item(SimpleNamespace):
+    def get_closest_marker(self, name):
+        return name if name in self.marks else None
+
+
+def test_a_testbed_test_outside_the_islands_folders_is_refused():
+    ok = [_Item(nodeid=f"{ISLAND_PATHS[0]}test_a.py::t", marks={"testbed"}), _Item(nodeid="tests/local/test_b.py::t", marks={"local"})]
+    pytest_collection_modifyitems(None, ok)
+    with pytest.raises(pytest.UsageError, match="tests/local/test_c.py::t: a testbed test outside"):
+        pytest_collection_modifyitems(None, [*ok, _Item(nodeid="tests/local/test_c.py::t", marks={"testbed"})])
