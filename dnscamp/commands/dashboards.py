@@ -19,6 +19,7 @@ def build_command(
     JSON Schemas, and write it to dashboards/provisioning/dashboards/<uid>.json (sorted keys),
     with the public-dashboard configurations of the published ones in dashboards/public/."""
     import dashboards
+    from dashboards import generate
     from dashboards.validate import errors, public_errors
 
     built = dashboards.build()
@@ -30,7 +31,7 @@ def build_command(
         raise typer.Exit(1)
     root = dashboards.HERE.parent
     if check:
-        stale = dashboards.check()
+        stale = generate.check()
         for name in stale:
             sys.stderr.write(f"dnscamp: dashboards/.../{name} differs from what dashboards/ generates: "
                              "run `dnscamp dashboards build` and commit it\n")
@@ -38,5 +39,5 @@ def build_command(
             raise typer.Exit(1)
         typer.echo(f"{len(built)} dashboards and {len(dashboards.public_configs())} public configurations up to date")
         return
-    for path in dashboards.write():
+    for path in generate.write():
         typer.echo(f"wrote {path.relative_to(root) if path.is_relative_to(root) else path}")

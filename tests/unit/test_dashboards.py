@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 import dashboards
-from dashboards import docs
+from dashboards import docs, generate
 from dashboards.docs import DOC
 from dashboards.panels import DATASOURCE
 from dashboards.validate import errors, public_errors, sql_target_schema
@@ -31,7 +31,7 @@ def _targets(data):
 
 
 def test_the_committed_json_is_what_the_code_generates():
-    assert dashboards.check() == [], "run `dnscamp dashboards build` and commit dashboards/provisioning/dashboards/"
+    assert generate.check() == [], "run `dnscamp dashboards build` and commit dashboards/provisioning/dashboards/"
     assert sorted(BUILT) == sorted(p.name for p in dashboards.OUT.glob("*.json"))
     assert sorted(dashboards.public_configs()) == sorted(p.name for p in dashboards.PUBLIC.glob("*.json"))
 
@@ -49,18 +49,18 @@ def test_check_names_a_hand_edited_a_missing_and_an_extra_file(tmp_path):
     out, pub, doc = tmp_path / "dashboards", tmp_path / "public", tmp_path / "docs" / "dashboards.md"
     doc.parent.mkdir()
     doc.write_text(DOC.read_text().replace(docs.BEGIN, docs.BEGIN + "\nSELECT 'a stale query'"))
-    assert "docs/dashboards.md" in dashboards.check(out, pub, doc)
-    dashboards.write(out, pub, doc)
-    assert dashboards.check(out, pub, doc) == []
+    assert "docs/dashboards.md" in generate.check(out, pub, doc)
+    generate.write(out, pub, doc)
+    assert generate.check(out, pub, doc) == []
     edited = out / "dnscamp-dns.json"
     edited.write_text(edited.read_text().replace("DNS response times", "DNS times", 1))
     (out / "dnscamp-health.json").unlink()
     (out / "old.json").write_text("{}\n")
     (pub / "dnscamp-failures.json").write_text("{}\n")
-    assert dashboards.check(out, pub, doc) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
+    assert generate.check(out, pub, doc) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
                                                "dashboards/old.json", "public/dnscamp-failures.json"]
-    dashboards.write(out, pub, doc)  # build repairs all four
-    assert dashboards.check(out, pub, doc) == [] and not (out / "old.json").exists()
+    generate.write(out, pub, doc)  # build repairs all four
+    assert generate.check(out, pub, doc) == [] and not (out / "old.json").exists()
 
 
 def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
