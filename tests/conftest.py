@@ -40,9 +40,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 ISLAND_PATHS = ("tests/testbed/", "testbed/linkem/")
 # The island's tests measure time (link emulation, probes' RTTs, page loads) and check it
 # against targets that hold on an otherwise idle machine. Under xdist every other test, and each
-# worker's embedded Postgres, runs at this niceness, so that what the island runs gets the CPU
-# first; a worker running the island's tests goes back to 0 (root may lower it again).
-NICE_BESIDE_ISLAND = 10
+# worker's embedded Postgres, runs under SCHED_IDLE: it gets a core only when nothing of the
+# island wants it. (A niceness of 10 was not enough: the probes' RTT errors doubled while the
+# other worker ran Postgres-heavy tests.) A worker running the island's tests goes back to
+# SCHED_OTHER, which root may do; processes a test starts inherit its worker's policy.
+def _policy(island: bool) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER if island else os.SCHED_IDLE, os.sched_param(0))
+        except PermissionError:  # not root: the island's tests fail on that already (pytest_runtest_setup)
+            pass
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _policy(island=False)  # the session's start (its Postgres, its migrations) too
 
 
 def work_unit(nodeid: str) -> str:
@@ -88,8 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # see NICE_BESIDE_ISLAND; processes a test starts inherit it
-        os.setpriority(os.PRIO_PROCESS, 0, 0 if work_unit(item.nodeid) == "island" else NICE_BESIDE_ISLAND)
+    _policy(island=work_unit(item.nodeid) == "island")
     # A testbed test that cannot run must fail loudly, never skip silently.
     if item.get_closest_marker("testbed") and os.geteuid() != 0:
         pytest.fail("testbed tests need root (network namespaces, iptables): run `make test` as root")
@@ -117,7 +127,7 @@ def db_url() -> str:
             pid = embedded.postmaster_pid(embedded.cluster())
             children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if pid else []
             for p in [pid, *map(int, children)] if pid else []:
-                os.setpriority(os.PRIO_PROCESS, p, NICE_BESIDE_ISLAND)
+                os.sched_setscheduler(p, os.SCHED_IDLE, os.sched_param(0))
     yield url
     if not engine.external_url():
         embedded.down()

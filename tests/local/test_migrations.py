@@ -289,10 +289,10 @@ def test_the_reader_keeps_select_on_every_view_after_downgrades(walk):
 # --- (d) models ------------------------------------------------------------------------------
 
 
-def test_models_match_the_schema_at_head(db_url):
+def test_models_match_the_schema_at_head(fresh_db):
     """compare_metadata reports what it can change; a generated column's expression it cannot,
     and only warns that it differs: that warning fails here too."""
-    eng = sa.create_engine(_sa(db_url))
+    eng = sa.create_engine(_sa(fresh_db))
     try:
         with eng.connect() as conn, warnings.catch_warnings():
             warnings.filterwarnings("error", message="Computed default")
