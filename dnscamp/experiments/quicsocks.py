@@ -153,7 +153,7 @@ def analyse(conn, runs: dict[str, str]) -> str:
     for campaign, atlas_campaign in runs.items():
         if campaign == TABLE2_CAMPAIGN:
             continue
-        if "/" not in atlas_campaign:  # a campaign run id: the atlas kind stores under '<campaign>/<run>'
+        if "/" not in atlas_campaign:  # a campaign run id: the atlas kind's results are stored under '<campaign>/<run>'
             atlas_campaign = f"{campaign}/{atlas_campaign}"
         reduced = campaign.endswith("-reduced")
         params = load(spec_path(SPECS[0], reduced)).params["atlas"]
