@@ -5,7 +5,8 @@ Per bundle, in one pass: the measurements' roles (atlas_measurements), the campa
 (its rows replaced by the bundle's: the latest run of a campaign says where its probes' resolvers
 are), the probes' places (atlas_probes), then the result files ingested like any Atlas results
 (collectors/atlas_ingest.py). Every step is an upsert or idempotent: storing a bundle again
-changes nothing. The store is migrated by the caller.
+changes no row but the times the discovery and the places were stored (discovered_at,
+fetched_at). The store is migrated by the caller.
 """
 
 from __future__ import annotations
