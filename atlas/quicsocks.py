@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
+from vantage_agent import errors
 from vantage_agent.stats import median
 
 # §IV-B: "For 51% ... at least 5 ms", "36.7% ... at least 10 ms", "24.3% ... 15 ms",
@@ -114,6 +115,38 @@ class ProbeRtts:
     def isp_resolver(self) -> bool:
         """§IV-B: an ISP-provided resolver has an address in the same AS as the probe."""
         return self.probe_asn is not None and self.probe_asn == self.resolver_asn
+
+
+def rtts_of_pings(pings: Iterable, roles: Mapping[int | None, str], discovery: Iterable) -> list[ProbeRtts]:
+    """The probes' RTTs as the view ``v_quicsocks_savings`` gives them, from parsed pings
+    (``atlas.ping.PingRow``) instead of the store: one per discovered probe
+    (``atlas.discovery.Discovered``), by prb_id. ``roles``: msm_id → role. Each RTT is the mean of
+    the replies of the latest successful ping (status ok, a mean) of its role: RTT_DNS probe →
+    its discovered resolver, RTT_direct probe → server, RTT_Server server → that resolver. As in
+    the store, a result repeated (same measurement, probe, second and destination) counts once,
+    the first; of two equally recent pings of a role the later one read wins."""
+    latest: dict[tuple, tuple] = {}
+    seen: set[tuple] = set()  # the store's unique key of a ping result (uq_atlas_raw_result)
+    for n, p in enumerate(pings):
+        key = (p.msm_id, p.prb_id, p.timestamp, p.dst_addr or p.dst_name or "")
+        if key in seen:
+            continue
+        seen.add(key)
+        role = roles.get(p.msm_id)
+        if role is None or p.status != errors.OK or p.avg is None:
+            continue
+        key = {"probe_resolver": (role, p.prb_id, p.dst_addr), "probe_server": (role, p.prb_id),
+               "server_resolver": (role, p.dst_addr)}.get(role)
+        if key is not None and (key not in latest or (p.timestamp, n) >= latest[key][:2]):
+            latest[key] = (p.timestamp, n, p.avg)
+
+    def rtt(*key: object) -> float | None:
+        got = latest.get(key)
+        return got[2] if got else None
+
+    return [ProbeRtts(d.prb_id, rtt("probe_resolver", d.prb_id, d.resolver), rtt("server_resolver", d.resolver),
+                      rtt("probe_server", d.prb_id), d.resolver, d.probe_asn, d.resolver_asn)
+            for d in sorted(discovery, key=lambda d: d.prb_id)]
 
 
 def _share(values: Iterable[bool], n: int) -> float | None:

@@ -32,7 +32,8 @@ def main() -> None:
         os.environ["DNSCAMP_HOME"] = tempfile.mkdtemp(prefix="dnscamp-bench-atlas-")
         os.environ.pop("DNSCAMP_DATABASE_URL", None)
     from db import embedded, engine, migrate
-    from dnscamp.atlas_offline import format_report, run_offline
+    from dnscamp.atlas_offline import format_report
+    from dnscamp.atlas_run import run_offline
 
     runs = []
     try:

@@ -25,11 +25,11 @@ Shape (what the views and dashboards are exercised with):
 - Atlas: 474 probes, each with a resolver (most in the probe's AS); rounds of one DNS result
   (resolver_dns) and two pings per probe (probe_server, probe_resolver) and one ping per
   resolver from the server (server_resolver), so v_quicsocks_savings has rows; ~2 % of
-  results are timeouts. atlas/registry.json holds the measurement roles and the discovery
-  (loaded as tests/scaffolding/demo_data.py does).
+  results are timeouts. atlas/atlas-bundle.json (atlas/bundle.py) holds the measurement roles,
+  the discovery and the probes' places (stored as tests/scaffolding/demo_data.py stores them).
 
 Layout: OUT/records/{dns_query,page_load}-NNNN.jsonl, OUT/atlas/results-NNNN.jsonl,
-OUT/atlas/registry.json, OUT/generated.json (sizes, seed, counts by kind and status).
+OUT/atlas/atlas-bundle.json, OUT/generated.json (sizes, seed, counts by kind and status).
 `load(OUT, url)` (or --ingest) stores it all through the normal ingest paths.
 """
 
@@ -54,7 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vantage_agent.pageload.dnsmode import MODES  # noqa: E402 - after the path set-up
+from atlas import bundle  # noqa: E402 - after the path set-up
+from vantage_agent.pageload.dnsmode import MODES  # noqa: E402
 
 PER_FILE = 250_000  # records per JSONL file
 BATCH_RUNS = 1_000  # runs generated per numpy batch (200,000 dns_query records)
@@ -518,15 +519,16 @@ def generate(out: Path, *, dns_queries_n: int = 10_000_000, page_loads_n: int = 
         w.write(orjson.dumps(res))
     w.close()
     counts["atlas"] = by_type
-    registry = {
-        "campaign": atlas_campaign,
+    bundle.write(out / "atlas", bundle.Bundle.from_json({
+        "schema": bundle.SCHEMA, "campaign": atlas_campaign,
+        "created": datetime.fromisoformat(end.replace("Z", "+00:00")).isoformat(timespec="microseconds"),
         "measurements": [{"msm_id": m, "role": role, "target": SERVER if role == "probe_server" else None,
                           "definition": {"label": "gen", "packets": 5}} for role, m in MSM.items()],  # fmt: skip
         "discovery": [{k: p[k] for k in ("prb_id", "probe_addr", "resolver", "configured_resolver", "probe_asn",
                                          "resolver_asn", "method", "qname")} for p in probes] if atlas_n else [],
         "probes": _probe_sites(probes) if atlas_n else [],
-    }  # fmt: skip
-    (out / "atlas" / "registry.json").write_text(json.dumps(registry, indent=1))
+        "result_files": [f"results-{i:04d}.jsonl" for i in range(-(-w.n // PER_FILE))],
+    }))  # fmt: skip
     meta = {"seed": seed, "campaign": campaign, "atlas_campaign": atlas_campaign, "end": end, "days": DAYS,
             "vantages": len(VANTAGES), "resolvers": len(RESOLVERS), "counts": counts}  # fmt: skip
     (out / "generated.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
@@ -547,25 +549,13 @@ def _probe_sites(probes: list[dict]) -> list[dict]:
 def load(out: Path, url: str, *, workers: int | None = None, records: bool = True) -> dict:
     """Store a generated campaign through the normal paths (as tests/scaffolding/demo_data.py
     loads the demo): collectors.ingest for the records (``records=False``: stored already),
-    the Atlas registry, collectors.atlas_ingest."""
-    import psycopg
-
-    from atlas.discovery import Discovered
-    from atlas.probes import ProbeMeta
-    from collectors import atlas_store
-    from collectors.atlas_ingest import ingest_files
+    collectors.atlas_bundle for the Atlas bundle (roles, discovery, probe places, results)."""
+    from collectors import atlas_bundle
     from collectors.ingest import ingest
 
     out = Path(out)
     stats = ingest([out / "records"], url, workers=workers) if records else None
-    reg = json.loads((out / "atlas" / "registry.json").read_text())
-    with psycopg.connect(url) as conn:
-        for m in reg["measurements"]:
-            atlas_store.register_measurement(conn, m["msm_id"], campaign=reg["campaign"], role=m["role"],
-                                             target=m["target"], definition=m["definition"])  # fmt: skip
-        atlas_store.save_discovery(conn, reg["campaign"], [Discovered(**d) for d in reg["discovery"]])
-        atlas_store.save_probes(conn, reg["campaign"], [ProbeMeta(**p) for p in reg.get("probes", [])])
-    atlas = ingest_files(sorted((out / "atlas").glob("results-*.jsonl")), url, campaign=reg["campaign"])
+    atlas = atlas_bundle.store(out / "atlas" / bundle.NAME, url)
     return {"records": stats.as_json() if stats else None, "atlas": atlas.as_json()}
 
 

@@ -243,7 +243,7 @@ def main() -> None:
             shutil.rmtree(path, ignore_errors=True)  # the disk the next steps need
         if args.atlas:
             t0 = time.perf_counter()
-            out = gen.load(work / "other", url, workers=args.workers, records=False)  # registry, then results
+            out = gen.load(work / "other", url, workers=args.workers, records=False)  # the Atlas bundle: roles, discovery, places, then results
             res["ingest_atlas"] = {"seconds": round(time.perf_counter() - t0, 1), **out["atlas"]}
             print(f"ingest atlas: {res['ingest_atlas']}", flush=True)
         shutil.rmtree(work / "other", ignore_errors=True)

@@ -1,13 +1,15 @@
-"""The offline Atlas run: the testbed's Atlas-like probes → RIPE Atlas JSON → the collectors →
-the QuicSocks analysis, checked against the probes' ground truth; and the ``atlas`` kind, one
-such run as a campaign unit.
+"""The offline Atlas run's measurement: the testbed's Atlas-like probes → RIPE Atlas JSON files
+and their bundle (atlas/bundle.py), checked against the probes' ground truth; and the ``atlas``
+kind, one such run as a campaign unit. Nothing here reaches the store.
 
 The probes (testbed/atlas_probes) run phase 1 (DNS through each probe's resolver); discovery
 (atlas.discovery) reads our authoritative server's query log and the whoami answers; the probes
-run phase 2 (the three ping sets); then collectors/atlas_store.py records the measurements'
-roles, the discovery and the probes' places, collectors/atlas_ingest.py ingests the result
-files like any Atlas results, and the RTTs read back from v_quicsocks_savings are compared with
-the configured link delays. The store must be migrated by the caller.
+run phase 2 (the three ping sets). ``measure`` leaves in its run directory the two result files
+and the bundle's sidecar (the measurements' roles, the discovery, the probes' places), which
+collectors/atlas_bundle.py stores: the campaign's ingest step does it for the kind's units,
+dnscamp/atlas_run.py right after the measurement. ``report`` compares RTTs with the configured
+link delays: the RTTs of the result files themselves (atlas.quicsocks.rtts_of_pings, what
+v_quicsocks_savings gives once they are stored) or those read back from the store.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ import json
 import os
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from atlas.discovery import AsnDb, discover, from_query_log, from_whoami, random_label
+from atlas import bundle as atlas_bundle
+from atlas.discovery import AsnDb, Discovered, discover, from_query_log, from_whoami, random_label
 from atlas.dns import parse as parse_dns
+from atlas.ping import PingRow
 from atlas.probes import ProbeMeta, parse_probe
-from atlas.quicsocks import format_summary, summarize
+from atlas.quicsocks import ProbeRtts, format_summary, rtts_of_pings, summarize
 from testbed.atlas_probes.island import SERVER_ADDR, SERVER_ZONE, Island, ProbeTruth, plan_probes
 from testbed.atlas_probes.measure import PING_COUNT, dns_phase, ping_phase, write_results
 from testbed.atlas_probes.sites import probe_objects
@@ -46,15 +51,45 @@ def atlas_like_probe_meta(prb_ids: Iterable[int]) -> list[ProbeMeta]:
     return [parse_probe(o, source="testbed") for o in probe_objects(prb_ids)]
 
 
-def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: bool = False,
-                run_dir: Path | None = None, probes: list[ProbeTruth] | None = None) -> dict[str, Any]:
-    """The whole pipeline offline; returns the report (summary, discovery check, RTT errors).
-    ``probes``: the probe population to build (default plan_probes(n_probes, seed)), e.g. one
-    with the RTTs of a paper's table."""
-    import psycopg
+@dataclass(frozen=True)
+class OfflineRun:
+    """What one measurement left and knows: its files (``bundle``: the sidecar) and the ground truth."""
 
-    from collectors import atlas_store
-    from collectors.atlas_ingest import ingest_files
+    campaign: str
+    n_probes: int
+    seed: int
+    probes: list[ProbeTruth]
+    found: list[Discovered]
+    whoami: dict[int, str]
+    bundle: Path
+    link_backend: str | None
+    link_lateness_ms: Any
+    run_dir: Path
+    t_start: float  # time.monotonic() when it began
+
+    def file_rtts(self) -> list[ProbeRtts]:
+        """The probes' RTTs from the result files, as v_quicsocks_savings gives them once stored."""
+        b = atlas_bundle.read(self.bundle)
+        pings = [r for r in atlas_bundle.rows(atlas_bundle.result_paths(self.bundle, b)) if isinstance(r, PingRow)]
+        return rtts_of_pings(pings, {m.msm_id: m.role for m in b.measurements}, b.discovery)
+
+    def written(self) -> dict[str, Any]:
+        """The Atlas results the run wrote (for the ingest that stores them), by type."""
+        b = atlas_bundle.read(self.bundle)
+        by_type: dict[str, int] = {"ping": 0, "dns": 0}
+        for f in atlas_bundle.result_paths(self.bundle, b):
+            for line in f.read_text().split("\n"):
+                if line.strip():
+                    t = json.loads(line)["type"]
+                    by_type[t] = by_type.get(t, 0) + 1
+        return {"written": sum(by_type.values()), "by_type": by_type}
+
+
+def measure(*, n_probes: int, campaign: str, seed: int, keep: bool = False, run_dir: Path | None = None,
+            probes: list[ProbeTruth] | None = None) -> OfflineRun:
+    """Build the probes, run both phases and discovery, and leave the result files and the
+    bundle in ``run_dir``. ``probes``: the probe population to build (default
+    plan_probes(n_probes, seed)), e.g. one with the RTTs of a paper's table."""
     from vantage_agent.paths import testbed_dir
 
     t_start = time.monotonic()
@@ -85,19 +120,27 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
     finally:
         if not keep:
             island.down()
-    with psycopg.connect(db_url) as conn:
-        for role, mid in msm.items():
-            atlas_store.register_measurement(conn, mid, campaign=campaign, role=role,
-                                             target=SERVER_ADDR if role == "probe_server" else None,
-                                             definition={"offline": True, "packets": PING_COUNT, "label": label})
-        conn.execute("DELETE FROM atlas_discovery WHERE campaign = %s", (campaign,))
-        atlas_store.save_discovery(conn, campaign, found)
+    definition = {"offline": True, "packets": PING_COUNT, "label": label}
+    sidecar = atlas_bundle.write(run_dir, atlas_bundle.Bundle(
+        campaign=campaign, created=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        measurements=tuple(atlas_bundle.Measurement(mid, role, SERVER_ADDR if role == "probe_server" else None,
+                                                    definition) for role, mid in msm.items()),
+        discovery=tuple(found),
         # the probes' documented sites (testbed/atlas_probes/sites.json): the QuicSocks geomap's places
-        atlas_store.save_probes(conn, campaign, atlas_like_probe_meta(p.prb_id for p in probes))
-    stats = ingest_files([dns_file, ping_file], db_url, campaign=campaign)
-    rtts = {r.prb_id: r for r in atlas_store.probe_rtts(db_url, campaign=campaign)}
-    truth = {p.prb_id: p for p in probes}
-    wrong = [p.prb_id for p in probes if discovered.get(p.prb_id) != p.egress]
+        probes=tuple(atlas_like_probe_meta(p.prb_id for p in probes)),
+        result_files=(dns_file.name, ping_file.name)))
+    return OfflineRun(campaign, n_probes, seed, list(probes), list(found), whoami, sidecar, backend, lateness, run_dir, t_start)
+
+
+def report(run: OfflineRun, rtts: Iterable[ProbeRtts], ingest: dict[str, Any]) -> dict[str, Any]:
+    """The run's report (summary, discovery check, RTT errors against the configured delays) for
+    the probes' RTTs ``rtts`` (OfflineRun.file_rtts, or atlas_store.probe_rtts of the stored run);
+    ``ingest``: the counts to report (of the store's ingest, or OfflineRun.written)."""
+    rtts = {r.prb_id: r for r in rtts}
+    truth = {p.prb_id: p for p in run.probes}
+    n_probes = run.n_probes
+    discovered = {d.prb_id: d.resolver for d in run.found}
+    wrong = [p.prb_id for p in run.probes if discovered.get(p.prb_id) != p.egress]
     pairs: dict[str, list[tuple[float, float]]] = {"rtt_dns": [], "rtt_server": [], "rtt_direct": []}
     per_probe = []
     for prb, t in truth.items():
@@ -118,21 +161,21 @@ def run_offline(*, n_probes: int, campaign: str, seed: int, db_url: str, keep: b
           and all(e["median"] is not None and e["median"] <= 0.5 for e in errs.values()))
     return {
         "ok": ok,
-        "campaign": campaign,
+        "campaign": run.campaign,
         "probes": n_probes,
-        "seed": seed,
-        "link_backend": backend,
+        "seed": run.seed,
+        "link_backend": run.link_backend,
         "discovery": {"correct": n_probes - len(wrong), "wrong": wrong,
-                      "methods": sorted({d.method for d in found}),
-                      "whoami_agrees": sum(1 for p, a in whoami.items() if discovered.get(p) == a)},
+                      "methods": sorted({d.method for d in run.found}),
+                      "whoami_agrees": sum(1 for p, a in run.whoami.items() if discovered.get(p) == a)},
         "isp_filter_correct": isp_ok,
-        "ingest": stats.as_json(),
+        "ingest": ingest,
         "errors_ms": errs,
-        "link_lateness_ms": lateness,
+        "link_lateness_ms": run.link_lateness_ms,
         "summary": {k: v for k, v in summary.items() if k != "cdf"},
         "per_probe": per_probe,
-        "run_dir": str(run_dir),
-        "duration_s": round(time.monotonic() - t_start, 1),
+        "run_dir": str(run.run_dir),
+        "duration_s": round(time.monotonic() - run.t_start, 1),
     }
 
 
@@ -173,7 +216,6 @@ class _AtlasKind:
     name = "atlas"
     params_model = AtlasParams
     where = "host"  # builds and removes its own probe namespaces
-    needs_store = True  # writes its results into the store: the campaign migrates it before any unit runs
     per_profile = False  # its probes have their own access links: once per vantage, not per profile
 
     def targets(self, params: BaseModel) -> list[str]:
@@ -190,12 +232,11 @@ class _AtlasKind:
             params = AtlasParams.model_validate(unit.params or {})
             if os.geteuid() != 0:
                 raise errors.SetupError("the offline Atlas run needs root (network namespaces)")
-            from db import engine
-
             campaign = f"{unit.campaign}/{unit.run}"
-            r = run_offline(n_probes=params.probes, campaign=campaign, seed=params.seed + unit.repetition,
-                            db_url=engine.database_url("owner"),
-                            run_dir=ctx.artifacts_dir / f"atlas-{unit.id}" if ctx and ctx.artifacts_dir else None)
+            # the run's artifacts: the campaign's ingest step stores the bundle from there
+            run = measure(n_probes=params.probes, campaign=campaign, seed=params.seed + unit.repetition,
+                          run_dir=ctx.artifacts_dir / f"atlas-{unit.id}" if ctx and ctx.artifacts_dir else None)
+            r = report(run, run.file_rtts(), run.written())
             body = AtlasRunBody(
                 atlas_campaign=campaign, probes=r["probes"], seed=r["seed"], link_backend=r["link_backend"],
                 discovery_correct=r["discovery"]["correct"], discovery_wrong=r["discovery"]["wrong"],

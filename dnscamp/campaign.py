@@ -79,25 +79,6 @@ def testbed_down(log: Log = _quiet) -> int:
     return removed
 
 
-def migrate_for_units(spec: CampaignSpec, log: Log = _quiet) -> bool:
-    """Migrate the store when a kind of the spec writes into it while it runs (``needs_store``, e.g.
-    the atlas kind): units never migrate. A store that cannot be reached is only logged: those units
-    then record the error, as any failed measurement, and the others run. True when migrated."""
-    from dnscamp import kinds
-
-    if not any(getattr(kinds.get(k), "needs_store", False) for k in spec.kinds):
-        return False
-    from db import engine, migrate
-
-    try:
-        migrate.upgrade(engine.sqlalchemy_url("owner"))
-    except Exception as exc:  # noqa: BLE001 - the units that need the store say why in their records
-        log(f"dnscamp: the store could not be migrated ({type(exc).__name__}: {str(exc)[:200]}); "
-            "units that write into it will fail")
-        return False
-    return True
-
-
 def run_units(spec: CampaignSpec, *, spool_dir: Path, run_id: str | None, show_progress: bool,
               testbed_info: Callable[[], dict[str, Any] | None], max_units: int | None) -> RunSummary:  # fmt: skip
     """Run (or resume) the plan's units into the spool (dnscamp.runner)."""
@@ -109,8 +90,10 @@ def run_units(spec: CampaignSpec, *, spool_dir: Path, run_id: str | None, show_p
 
 def ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     """Migrate the store, then ingest ``paths`` as the writer (idempotent; bad lines are
-    quarantined and counted, not raised). StoreUnavailable when the store cannot be reached or
-    went away; IngestError for a path that cannot be ingested at all."""
+    quarantined and counted, not raised), and store the Atlas bundles the ``atlas`` kind's units
+    left under them (collectors.atlas_bundle; their counts are not records'). StoreUnavailable
+    when the store cannot be reached or went away; IngestError for a path that cannot be
+    ingested at all."""
     import logging
 
     import sqlalchemy.exc
@@ -126,7 +109,12 @@ def ingest(paths: list[Path], workers: int | None = None) -> IngestStats:
     except sqlalchemy.exc.OperationalError as exc:
         raise StoreUnavailable(f"cannot reach the store ({first_line(exc.orig)}): run `dnscamp db up` "
                                "(or check DNSCAMP_DATABASE_URL), then the same ingest again") from None  # fmt: skip
-    return ingest_files(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
+    from collectors import atlas_bundle
+
+    stats = ingest_files(paths, engine.database_url("writer"), workers=workers)  # collectors write as the writer
+    # as the owner: a bundle replaces its campaign's discovery rows, which the writer may not delete
+    atlas_bundle.store_all(paths, engine.database_url("owner"))
+    return stats
 
 
 def report(campaign: str, run: str | None) -> list[dict[str, Any]]:
@@ -139,11 +127,10 @@ def report(campaign: str, run: str | None) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Steps:
-    """What ``run`` does at each step, in this order: migrate_for_units, testbed_up (when the
-    runner reaches a testbed unit), run_units, testbed_down (when this run brought the testbed up and does not
-    keep it), ingest, report."""
+    """What ``run`` does at each step, in this order: testbed_up (when the runner reaches a
+    testbed unit), run_units, testbed_down (when this run brought the testbed up and does not
+    keep it), ingest, report. Only ingest and report reach the store: units never do."""
 
-    migrate_for_units: Callable[[CampaignSpec, Log], bool] = migrate_for_units
     testbed_up: Callable[[CampaignSpec, Log], dict[str, Any] | None] = testbed_up
     run_units: Callable[..., RunSummary] = run_units
     testbed_down: Callable[[Log], int] = testbed_down
@@ -188,7 +175,6 @@ def run(spec: CampaignSpec, options: RunOptions | None = None, *, log: Log = _qu
     then the ingest and the report when asked."""
     options = options or RunOptions()
     check_plan(spec, "run", options.max_units)  # an oversized plan is refused before any testbed or spool work
-    steps.migrate_for_units(spec, log)
     if options.spool_dir is not None:
         spool_dir = options.spool_dir
     else:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 # Where clauses every report query uses (the terminal report here, the static site in
-# dnscamp/site): the records of one campaign, optionally one run. The atlas kind stores its
+# dnscamp/site): the records of one campaign, optionally one run. The atlas kind labels its
 # Atlas campaign as "<campaign>/<run>" (dnscamp/atlas_offline.py), so the Atlas views match on that.
 RUN_FILTER = "campaign = %(campaign)s AND (%(run)s::text IS NULL OR run = %(run)s)"
 # (starts_with, not LIKE: a "_" or "%" in a campaign name is not a wildcard)

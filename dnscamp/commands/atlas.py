@@ -348,7 +348,8 @@ def run_command(
     if not testbed:
         die("only the offline mode exists: use --testbed (a real campaign: plan, submit, fetch, ingest)")
     from db import engine, migrate
-    from dnscamp.atlas_offline import format_report, run_offline
+    from dnscamp.atlas_offline import format_report
+    from dnscamp.atlas_run import run_offline
     from testbed.atlas_probes.island import IslandError
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))

@@ -6,7 +6,7 @@ Two parts:
 - **Table II** (the LTE example: RTT_DNS = RTT_Server = 30 ms, RTT_direct = 60 ms; status quo
   90 ms / 150 ms with a stateless retry, QuicSocks 60 / 90 ms): the model (atlas.quicsocks)
   and the same four latencies from probes whose links are configured to exactly those RTTs,
-  measured by the offline Atlas pipeline (dnscamp.atlas_offline.run_offline) and read back from
+  measured by the offline Atlas pipeline (dnscamp.atlas_run.run_offline) and read back from
   v_quicsocks_savings.
 - **Population**: the campaign kind ``atlas`` (campaigns/experiments/quicsocks.toml) runs N
   probes whose RTTs follow testbed.atlas_probes.island.plan_probes: RTT_DNS uniform on [1, 30] ms,
@@ -53,7 +53,7 @@ def _probes_at(n: int, rtt_dns: float, rtt_server: float) -> list:
 def run_extra(reduced: bool) -> dict[str, str]:
     """Table II's probes (not a campaign kind: the atlas kind draws random RTTs)."""
     from db import engine, migrate
-    from dnscamp.atlas_offline import run_offline
+    from dnscamp.atlas_run import run_offline
 
     migrate.upgrade(engine.sqlalchemy_url("owner"))
     campaign = f"{TABLE2_CAMPAIGN}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
@@ -153,7 +153,7 @@ def analyse(conn, runs: dict[str, str]) -> str:
     for campaign, atlas_campaign in runs.items():
         if campaign == TABLE2_CAMPAIGN:
             continue
-        if "/" not in atlas_campaign:  # a campaign run id: the atlas kind stores under '<campaign>/<run>'
+        if "/" not in atlas_campaign:  # a campaign run id: the atlas kind's results are stored under '<campaign>/<run>'
             atlas_campaign = f"{campaign}/{atlas_campaign}"
         reduced = campaign.endswith("-reduced")
         params = load(spec_path(SPECS[0], reduced)).params["atlas"]

@@ -27,6 +27,7 @@ One process drives everything: sockets are opened inside the namespaces with set
 used from here, so no agent process runs per probe. Namespaces are named
 ``dc-ap-<pid>-<role><i>`` (``p`` probe, ``a`` access router, ``r`` ISP/resolver node, ``b``
 backbone router, ``s`` server): the pid keeps them out of the main island's `testbed down`.
-The pipeline that runs them, ingests their results and checks the analysis against the ground
-truth is dnscamp/atlas_offline.py (`dnscamp atlas offline`, the ``atlas`` kind).
+The measurement that runs them and checks the analysis against the ground truth is
+dnscamp/atlas_offline.py (the ``atlas`` kind); dnscamp/atlas_run.py (`dnscamp atlas run
+--testbed`) also stores their results.
 """

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import dashboards
-from atlas import client, probes
+from atlas import bundle, client, probes
 from collectors import atlas_store
 from dashboards.expand import expand, resolve
 from db import engine
@@ -121,7 +121,6 @@ def test_the_geomap_is_empty_without_probe_metadata_and_skips_unplaced_probes(em
     assert _geomap(empty_db)[1] == []
 
 
-def test_the_demo_registry_holds_the_sites_run_offline_would_store():
-    reg = json.loads((DEMO / "atlas" / "registry.json").read_text())
-    want = atlas_like_probe_meta(d["prb_id"] for d in reg["discovery"])
-    assert [probes.ProbeMeta(**p) for p in reg["probes"]] == want
+def test_the_demo_bundle_holds_the_sites_the_offline_run_stores():
+    b = bundle.read(DEMO / "atlas" / bundle.NAME)
+    assert list(b.probes) == atlas_like_probe_meta(d.prb_id for d in b.discovery)

@@ -8,6 +8,7 @@ import json
 import psycopg
 import pytest
 
+from atlas import bundle
 from atlas.dns import unit_cost as dns_unit_cost
 from atlas.ping import unit_cost as ping_unit_cost
 from db import engine
@@ -22,8 +23,7 @@ def _reader(owner_url: str) -> str:
 
 def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(empty_db):
     load_demo(empty_db)
-    reg = json.loads((DEMO / "atlas" / "registry.json").read_text())
-    roles = {m["msm_id"]: m["role"] for m in reg["measurements"]}
+    roles = {m.msm_id: m.role for m in bundle.read(DEMO / "atlas" / bundle.NAME).measurements}
     want: dict[int, int] = {}
     for typ in ("ping", "dns"):
         for line in (DEMO / "atlas" / f"results-{typ}.jsonl").read_text().splitlines():

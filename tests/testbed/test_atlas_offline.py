@@ -1,21 +1,35 @@
 """The offline Atlas pipeline on the testbed against its ground truth:
 discovery finds each probe's resolver, the ISP filter drops the other-AS resolvers, and the
 RTTs read back from v_quicsocks_savings match the configured link delays (median error
-<= 0.5 ms). Also: every emitted file is valid Atlas JSON for sagan, nothing is left behind."""
+<= 0.5 ms) and are those the result files give. Also: every emitted file is valid Atlas JSON
+for sagan, nothing is left behind, and the atlas kind's unit leaves its results as files for the
+ingest step without reaching the store."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from ripe.atlas.sagan import Result
 
-from dnscamp.atlas_offline import run_offline
+from atlas import bundle
+from atlas.ping import PingRow
+from atlas.quicsocks import rtts_of_pings
+from collectors import atlas_bundle, atlas_store
+from dnscamp.atlas_run import run_offline
 from testbed import netns
 from testbed.atlas_probes.island import plan_probes
 
 pytestmark = pytest.mark.testbed
+
+
+def file_rtts(sidecar: Path) -> list:
+    """The probes' RTTs from a bundle's result files (what the unit checks the ground truth with)."""
+    b = bundle.read(sidecar)
+    pings = [r for r in bundle.rows(bundle.result_paths(sidecar, b)) if isinstance(r, PingRow)]
+    return rtts_of_pings(pings, {m.msm_id: m.role for m in b.measurements}, b.discovery)
 
 
 def _mine() -> list[str]:
@@ -42,6 +56,7 @@ def test_offline_pipeline_recovers_the_ground_truth(empty_db, tmp_path):
     assert r["summary"]["probes_isp_resolver"] == 5  # probe 5's resolver is in another AS
     assert r["summary"]["probes_analysed"] == 5
     assert r["ok"]
+    assert file_rtts(tmp_path / bundle.NAME) == atlas_store.probe_rtts(empty_db, campaign="atlas-offline-test")
     for f in ("results-dns.jsonl", "results-ping.jsonl"):
         for line in (Path(tmp_path) / f).read_text().splitlines():
             res = Result.get(json.loads(line))
@@ -57,7 +72,7 @@ def test_atlas_kind_yields_one_valid_record(empty_db, tmp_path, monkeypatch):
     from vantage_agent.records import Vantage, parse_record
 
     assert kinds.get("atlas") is KIND and KIND.where == "host"
-    monkeypatch.setenv("DNSCAMP_DATABASE_NAME", empty_db.split("/")[3].split("?")[0])
+    monkeypatch.setenv("DNSCAMP_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")  # a unit needs no store
     unit = Unit(id="u1", campaign="default", run="r1", kind="atlas", vantage=Vantage(id="testbed", provider="testbed"),
                 target="offline", repetition=0, params={"probes": 3, "seed": 2}, seed=1)
     ctx = RunContext(spool_dir=tmp_path / "spool", artifacts_dir=tmp_path / "art")
@@ -65,8 +80,17 @@ def test_atlas_kind_yields_one_valid_record(empty_db, tmp_path, monkeypatch):
     env, body = parse_record(json.loads(rec.to_json()))
     assert env.status == "ok", env.error
     assert body.probes == 3 and body.discovery_correct == 3 and body.atlas_campaign == "default/r1"
-    assert body.errors_ms["rtt_direct"]["n"] == 3
+    assert body.errors_ms["rtt_direct"]["n"] == 3 and body.passed
+    assert body.ingest["by_type"]["dns"] == 3 and body.ingest["written"] == sum(body.ingest["by_type"].values())
     assert _mine() == []
+    # the campaign's ingest step stores the unit's bundle; the store then gives the unit's RTTs
+    (sidecar,) = atlas_bundle.find([tmp_path / "art"])
+    assert sidecar.parent == tmp_path / "art" / "atlas-u1"
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("SELECT count(*) FROM atlas_results_raw").fetchone() == (0,)  # the unit stored nothing
+    ((_, stats),) = atlas_bundle.store_all([tmp_path / "art"], empty_db)
+    assert stats.ingested == body.ingest["written"] and stats.by_type == body.ingest["by_type"]
+    assert atlas_store.probe_rtts(empty_db, campaign="default/r1") == file_rtts(sidecar)
     bad = Unit(**{**unit.__dict__, "params": {"probes": 0}})
     (rec,) = list(KIND.run(bad, ctx))
     assert rec.status != "ok" and rec.error

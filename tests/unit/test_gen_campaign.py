@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from atlas import measurement_types
+from atlas import bundle, measurement_types
 from atlas import result as atlas_result
 from collectors import read
 from collectors.parse import parse_chunk
@@ -80,8 +79,9 @@ def test_sizes_shape_and_failures(campaign):
 
 
 def test_atlas_results_parse_with_their_statuses(campaign):
-    reg = json.loads((campaign / "atlas" / "registry.json").read_text())
-    assert {m["role"] for m in reg["measurements"]} == {"resolver_dns", "probe_server", "probe_resolver", "server_resolver"}
+    b = bundle.read(campaign / "atlas" / bundle.NAME)
+    assert {m.role for m in b.measurements} == {"resolver_dns", "probe_server", "probe_resolver", "server_resolver"}
+    assert [campaign / "atlas" / f for f in b.result_files] == sorted((campaign / "atlas").glob("results-*.jsonl"))
     statuses: Counter = Counter()
     n = 0
     for line in (campaign / "atlas" / "results-0000.jsonl").read_bytes().splitlines():

@@ -659,8 +659,8 @@ def test_the_layering_check_finds_a_planted_violation(tmp_path, folder, top, cod
     assert layering_violations(tmp_path, folder, BELOW[folder]) == [(f"{folder}/sub/bad.py", module.format(top=top))]
 
 
-# A measurement unit never migrates the store: the caller does (`dnscamp db up`, `dnscamp campaign
-# run` before its units when a kind ``needs_store``). Checked over every module the kind registry names.
+# A measurement unit never migrates the store: the caller does (`dnscamp db up`, the ingest step of
+# `dnscamp campaign run`). Checked over every module the kind registry names.
 def migrations_in(f: Path) -> list[str]:
     """Imports of the migration module (db.migrate, or migrate from db) in file f."""
     out = []
@@ -693,3 +693,55 @@ def test_the_migration_check_finds_a_planted_one(tmp_path):
     assert migrations_in(f) == ["db.migrate", "db.migrate"]
     f.write_text("from db import engine\nimport migrate_helpers\n")
     assert migrations_in(f) == []
+
+
+# --- a measurement unit never writes the store -----------------------------------------------------
+# Units leave files: records in the spool, raw files in artifacts/ (the atlas kind: its RIPE Atlas
+# JSON and the bundle beside it, atlas/bundle.py). The campaign's ingest step stores them
+# (collectors/, db/). So no kind's module, nor any module of its own folder it imports (in a
+# function body too), imports collectors/ or db/; what it imports from atlas/ and testbed/ stands
+# below the store already (BELOW above).
+STORE = ("collectors", "db")
+
+
+def store_imports(root: Path, module: str) -> list[tuple[str, str]]:
+    """(module, imported name) of every collectors/ or db/ import in ``module`` and in the
+    modules of its top-level folder that it imports, directly or through each other."""
+    modules = _module_files(root, module.split(".")[0])
+    seen: set[str] = set()
+    todo, out = [module], set()
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in modules:
+            continue
+        seen.add(m)
+        out.update((m, name) for _, name in module_references(modules[m]) if _top(name) in STORE)
+        todo.extend(_imported_modules(m, modules[m], modules))
+    return sorted(out)
+
+
+def test_no_measurement_kind_imports_the_store():
+    from dnscamp.kinds import KINDS
+
+    assert "atlas" in KINDS
+    for name, target in KINDS.items():
+        module = target.partition(":")[0]
+        assert module in _module_files(ROOT, module.split(".")[0]), f"kind {name}: no module {module}"
+        bad = store_imports(ROOT, module)
+        assert not bad, f"kind {name} ({module}) reaches the store (its results go to files for the ingest): {bad}"
+
+
+def test_the_store_import_check_finds_a_planted_one(tmp_path):
+    pkg = tmp_path / "dnscamp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kind.py").write_text("from atlas import bundle\nfrom dnscamp import measure\n")
+    (pkg / "measure.py").write_text("import json\n")
+    (pkg / "service.py").write_text("from collectors import atlas_bundle\n")  # not imported by the kind
+    assert store_imports(tmp_path, "dnscamp.kind") == []
+    (pkg / "measure.py").write_text("import json\n\n\ndef later():\n    from . import service\n")
+    assert store_imports(tmp_path, "dnscamp.kind") == [("dnscamp.service", "collectors"),
+                                                        ("dnscamp.service", "collectors.atlas_bundle")]
+    (pkg / "measure.py").write_text("import json\n")
+    (pkg / "kind.py").write_text("def run():\n    from db import engine\n")
+    assert store_imports(tmp_path, "dnscamp.kind") == [("dnscamp.kind", "db"), ("dnscamp.kind", "db.engine")]

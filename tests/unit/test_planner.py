@@ -206,30 +206,37 @@ def test_custom_profile_in_spec_is_validated_and_usable():
     assert any(l.startswith("s.toml: profiles.sat:") and "rtt_ms" in l for l in exc.value.lines), exc.value.lines
 
 
-@pytest.mark.parametrize("text,migrated", [(SPEC, 0), (MIXED, 1)])
-def test_campaign_run_migrates_the_store_before_units_that_write_into_it(monkeypatch, text, migrated):
-    """Units never migrate: `campaign run` does, once, when a kind of the spec ``needs_store``
-    (the atlas kind stores its Atlas results); a spec without one does not touch the store."""
-    from db import engine, migrate
-    from dnscamp import campaign
+@pytest.mark.parametrize("text", [SPEC, MIXED])
+def test_campaign_run_reaches_the_store_only_after_its_units(monkeypatch, tmp_path, text):
+    """Units never reach the store, the atlas kind's neither (it leaves its Atlas results as
+    files for the ingest step): `campaign run` migrates no store before the units, so an
+    unreachable store stops nothing until the ingest step, which then fails."""
+    from collections import Counter
 
-    calls = []
+    import sqlalchemy.exc
+
+    from collectors.errors import StoreUnavailable
+    from db import engine, migrate
+    from dnscamp import campaign, kinds
+    from dnscamp.runner import RunSummary
+
+    assert not any(hasattr(kinds.get(k), "needs_store") for k in kinds.names())
+    spec = loads(text.format(seed=1))
+    order = []
+
+    def run_units(spec, *, spool_dir, run_id, show_progress, testbed_info, max_units):
+        order.append("run_units")
+        return RunSummary(spec.campaign.name, "r1", 0, spool_dir / spec.campaign.name / "r1", 1, units_run=1,
+                          records=1, statuses=Counter(ok=1))
+
+    def unreachable(url):
+        order.append("migrate")
+        raise sqlalchemy.exc.OperationalError("connect", {}, OSError("connection refused"))
+
+    monkeypatch.setattr(migrate, "upgrade", unreachable)
     monkeypatch.setattr(engine, "sqlalchemy_url", lambda role: f"url-{role}")
-    monkeypatch.setattr(migrate, "upgrade", lambda url: calls.append(url))
-    assert campaign.migrate_for_units(loads(text.format(seed=1))) is bool(migrated)
-    assert calls == ["url-owner"] * migrated
-
-
-def test_a_store_that_cannot_be_migrated_leaves_the_units_to_record_it(monkeypatch):
-    from db import engine, migrate
-    from dnscamp import campaign
-
-    def refuse(url):
-        raise OSError("connection refused")
-
-    monkeypatch.setattr(engine, "sqlalchemy_url", lambda role: "url")
-    monkeypatch.setattr(migrate, "upgrade", refuse)
-    said = []
-    # no exception: the atlas units record the failure
-    assert campaign.migrate_for_units(loads(MIXED.format(seed=1)), log=said.append) is False
-    assert any("could not be migrated (OSError: connection refused)" in m for m in said), said
+    steps = campaign.Steps(testbed_up=lambda spec, log: None, run_units=run_units, testbed_down=lambda log: 0,
+                           report=lambda name, run: [])
+    with pytest.raises(StoreUnavailable):
+        campaign.run(spec, campaign.RunOptions(spool_dir=tmp_path, run_id="r1"), steps=steps)
+    assert order == ["run_units", "migrate"]  # the ingest step's migration, after the units

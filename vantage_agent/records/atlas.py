@@ -1,7 +1,7 @@
 """Body of ``atlas`` records: one offline RIPE Atlas pipeline run on the testbed.
 
-The Atlas results themselves live in the atlas_* tables (raw + parsed, migration 0005_atlas);
-this record says what the run found: the discovery check, the RTT errors against the
+The Atlas results themselves live in the atlas_* tables (raw + parsed, migration 0005_atlas),
+stored from the run's files by the campaign's ingest step; this record says what the run found: the discovery check, the RTT errors against the
 configured link delays (ground truth), and the QuicSocks summary (001_3c494309ab66be23.txt
 §IV-B) of the probes with an ISP resolver.
 """
@@ -28,6 +28,10 @@ class AtlasRunBody(Frozen):
         description="Per RTT (rtt_dns, rtt_server, rtt_direct): median / max absolute error, mean signed error, n."
     )
     summary: dict[str, Any] = Field(description="QuicSocks summary (atlas.quicsocks.summarize, without CDF data).")
-    ingest: dict[str, Any] = Field(default_factory=dict, description="Atlas ingest counts of the run.")
+    ingest: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Atlas results the run wrote for the campaign's ingest step to store: written (results), "
+                    "by_type (ping, dns). The unit does not store them: the store's own counts are the ingest's.",
+    )
     passed: bool = Field(description="Discovery right for every probe and every median error <= 0.5 ms.")
     duration_s: NonNeg
