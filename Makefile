@@ -31,8 +31,10 @@ demo: deps-demo
 
 ## test: everything but the opt-in internet/atlas-live tests: linkem's Rust tests, then pytest on
 ## TEST_WORKERS workers, the island's tests on one of them (tests/conftest.py); the log ends with
-## the 25 slowest tests: the budget is 15 minutes of pytest from a fresh clone on 2 cores
-TEST_WORKERS ?= 2
+## the 25 slowest tests: the budget is 15 minutes of pytest from a fresh clone on 2 cores.
+## Three workers on two cores: many tests wait (the AWS provider's polling against moto, cron
+## firings, emulated link delays), and a third worker runs CPU-bound tests meanwhile.
+TEST_WORKERS ?= 3
 test: deps
 	cd testbed/linkem && CARGO_TARGET_DIR=$(LINKEM_TARGET) $(CARGO) test --locked -j2 --quiet
 	$(PY) -m pytest -m "not internet and not atlas" -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
