@@ -34,7 +34,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # Under pytest-xdist (`make test` runs three workers) every test of the island runs on one worker,
 # in file order: the island is one per machine (namespaces are global), and the other workers
-# meanwhile runs the CPU-bound rest. The island's tests are the testbed layer's, by path: the
+# meanwhile run the CPU-bound rest. The island's tests are the testbed layer's, by path: the
 # scheduler on the controller sees node ids only (pytest 9 no longer lets xdist's
 # --dist loadgroup rename them, so an xdist_group marker would not hold them together).
 ISLAND_PATHS = ("tests/testbed/", "testbed/linkem/")
