@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import ISLAND_PATHS, pytest_collection_modifyitems, work_unit
+from pathlib import Path
+
+from tests.conftest import ISLAND_PATHS, ON_TIME_PATHS, pytest_collection_modifyitems, work_unit
 
 pytestmark = pytest.mark.unit
 
@@ -15,6 +17,7 @@ pytestmark = pytest.mark.unit
     "tests/testbed/test_topology.py::test_conformance_check_meets_targets[nfqueue]",
     "tests/testbed/test_experiments.py::test_hol_reduced",
     "testbed/linkem/test_selftest.py::test_rtt_loss_goodput",
+    "tests/local/test_pageload_stub.py::test_browser_load_through_the_stub[doh3-firefox]",  # on time, under SCHED_OTHER
 ])
 def test_the_islands_tests_are_one_unit(nodeid):
     assert work_unit(nodeid) == "island"
@@ -25,6 +28,7 @@ def test_the_islands_tests_are_one_unit(nodeid):
     "tests/unit/test_layout.py::test_no_cycles",
     "tests/fuzz/test_fuzz_ingest.py::test_ingest_contract",
     "tests/local/testbed/test_x.py::test_y",  # a folder named testbed elsewhere is not the island
+    "tests/local/test_pageload_browsers.py::test_unknown_name_is_a_dns_error[firefox]",
 ])
 def test_every_other_test_is_a_unit_of_its_own(nodeid):
     assert work_unit(nodeid) == nodeid
@@ -40,3 +44,9 @@ def test_a_testbed_test_outside_the_islands_folders_is_refused():
     pytest_collection_modifyitems(None, ok)
     with pytest.raises(pytest.UsageError, match="tests/local/test_c.py::t: a testbed test outside"):
         pytest_collection_modifyitems(None, [*ok, _Item(nodeid="tests/local/test_c.py::t", marks={"testbed"})])
+
+
+def test_every_path_held_in_the_islands_unit_exists():
+    """A renamed file would silently leave the island's unit and run under SCHED_IDLE again."""
+    root = Path(__file__).resolve().parents[2]
+    assert [p for p in ISLAND_PATHS + ON_TIME_PATHS if not (root / p).exists()] == []
