@@ -285,8 +285,10 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
 
 @app.command("cost")
 def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
-    """The bill before anything is created: instance-hours x on-demand price per region (from
-    infra/prices/ec2-on-demand.json, dated, not live), EBS, S3, data transfer, Atlas credits."""
+    """The bill before anything is created, each line a count x a price (infra/prices/ec2-on-demand.json,
+    every price with its source and date; `fleet prices update` refreshes the instance-hours):
+    instances, IPv4, EBS, uploads as the agents make them (objects per firing x the schedule's
+    firings), the collector's GET/LIST and egress, S3 storage with noncurrent versions, Atlas credits."""
     from dnscamp.fleet import cost
 
     s, _ = _spec(spec)
@@ -295,6 +297,47 @@ def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json"
     except cost.CostError as exc:
         die(str(exc))
     typer.echo(json.dumps(b.to_dict(), indent=2) if as_json else b.describe())
+
+
+prices_app = typer.Typer(help="The price table `fleet cost` multiplies (infra/prices/ec2-on-demand.json).",
+                         no_args_is_help=True)
+app.add_typer(prices_app, name="prices")
+
+
+@prices_app.command("update")
+def prices_update_command(
+    regions: str = typer.Option(None, "--regions", help="Comma list of regions (default: every region of the table)."),
+    types: str = typer.Option(None, "--types", help="Comma list of instance types to add (beside the table's)."),
+    file: Path = typer.Option(None, "--file", help="The price table (default: infra/prices/ec2-on-demand.json)."),
+    profile: str | None = PROFILE, endpoint_url: str | None = ENDPOINT,
+) -> None:
+    """Read the on-demand Linux instance-hour prices (shared tenancy) of the table's regions and
+    types from the AWS Price List API (boto3 `pricing`, us-east-1) and rewrite the table, each
+    price with its source and today's date. Nothing is written when any price cannot be read."""
+    import os
+
+    from dnscamp.fleet import aws, cost
+
+    path = file or cost.PRICES
+    try:
+        table = cost.load_prices(path)
+    except (OSError, ValueError) as exc:
+        die(f"{path}: {' '.join(str(exc).split())[:200]}")
+    try:
+        pricing = aws.client(aws.session(profile), "pricing", cost.PRICING_REGION, endpoint_url)
+        new, changed = cost.update_prices(pricing, table, _csv(regions), _csv(types))
+    except cost.CostError as exc:
+        die(f"{path}: {exc}", code=1)
+    except UsageError as exc:
+        die(str(exc), code=1)
+    except Exception as exc:  # botocore: no credentials, access denied, throttled, ...
+        die(f"fleet prices update: {aws.one_line(exc)}", code=1)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(new, indent=2) + "\n")
+    os.replace(tmp, path)
+    for line in changed:
+        typer.echo(f"  {line}")
+    typer.echo(f"fleet: {path.name}: instance-hour prices read on {new['date']}, {len(changed)} changed")
 
 
 def _csv(v: str | None) -> list[str] | None:
