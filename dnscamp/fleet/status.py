@@ -100,7 +100,7 @@ def parse(key: str, body: bytes, campaign: str) -> dict[str, Any]:
 
     if where is None:
         return bad(f"not a status key (want {status_prefix(campaign)}<vantage>/<region>/<instance_id>.json)")
-    if len(body) >= STATUS_MAX_BYTES:
+    if len(body) > STATUS_MAX_BYTES:
         return bad(f"larger than {STATUS_MAX_BYTES} bytes")
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -181,18 +181,26 @@ def _get(inst: Any, name: str) -> Any:
     return inst.get(name) if isinstance(inst, dict) else getattr(inst, name, None)
 
 
+def is_agent(inst: Any) -> bool:
+    """Whether an instance runs an agent: the vantage module tags it ``vantage``; the whoami
+    server (tag role=whoami-dns) carries the campaign's tag but writes no status."""
+    tags = _get(inst, "tags")
+    return not isinstance(tags, dict) or "vantage" in tags
+
+
 def flags(statuses: list[dict[str, Any]], instances: Iterable[Any] | None, now: datetime, *,
           launch_grace_min: float = 20, stale_min: float = DEFAULT_STALE_MIN,
           disk_floor_bytes: int = DEFAULT_DISK_FLOOR_MIB * MIB, max_skew_s: float = 1.0,
           skipped_seen: dict[str, int] | None = None) -> list[Flag]:
     """What needs an operator, per instance. ``instances``: EC2's view (aws.Instance or dicts
-    with id, state, vantage, region, launched); a status of an instance EC2 lists as gone
+    with id, state, vantage, region, launched, and optionally tags: instances whose tags lack
+    ``vantage`` run no agent and are left out); a status of an instance EC2 lists as gone
     (terminated, stopped, or absent from the list) is history and raises only ``corrupt``.
     ``instances=None`` means there is no EC2 to ask (the rehearsal): every status is live.
     ``skipped_seen``: instance id -> skipped firings already reported; only more raise the flag
     (None: any skipped firing does)."""
     now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
-    ec2 = {str(_get(i, "id")): i for i in instances} if instances is not None else None
+    ec2 = {str(_get(i, "id")): i for i in instances if is_agent(i)} if instances is not None else None
     out: list[Flag] = []
     newest: dict[str, dict[str, Any]] = {}
     for st in statuses:

@@ -69,13 +69,14 @@ def moto():
         mp.undo()
 
 
-def launch(m, campaign: str, region: str, n: int) -> list[str]:
-    """Instances as the vantage module tags them (campaign, vantage, role)."""
+def launch(m, campaign: str, region: str, n: int, whoami: bool = False) -> list[str]:
+    """Instances as the vantage module tags them (campaign, vantage, region, network_profile), or
+    as the whoami_dns module tags its server (campaign, role, zone: no agent, no status)."""
+    tags = ({"campaign": campaign, "role": "whoami-dns", "zone": "dnstest.example.com"} if whoami else
+            {"campaign": campaign, "vantage": "alpha", "region": region, "network_profile": "none"})
     r = m["ec2"][region].run_instances(
         ImageId=AMI, InstanceType="t3.micro", MinCount=n, MaxCount=n,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [
-            {"Key": "campaign", "Value": campaign}, {"Key": "vantage", "Value": "alpha"},
-            {"Key": "role", "Value": "vantage"}]}])
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
     return [i["InstanceId"] for i in r["Instances"]]
 
 
@@ -115,6 +116,7 @@ def test_one_status_per_fault_each_flagged_and_the_healthy_one_not(moto, tmp_pat
     eu = launch(m, c, "eu-central-1", 4)
     healthy, skipped, low_disk, skew, booterr = us
     floor, ended, corrupt, silent = eu
+    whoami = launch(m, c, "us-east-2", 1, whoami=True)[0]  # never writes a status, and must not be flagged for it
     now = datetime.now(timezone.utc)
     put(m, c, "us-east-2", healthy, body(c, "us-east-2", healthy))
     put(m, c, "us-east-2", skipped, body(c, "us-east-2", skipped, skipped_firings=3,
@@ -138,14 +140,14 @@ def test_one_status_per_fault_each_flagged_and_the_healthy_one_not(moto, tmp_pat
     assert got == {(skipped, "skipped_firings"), (low_disk, "low_disk"), (skew, "clock_skew"),
                    (booterr, "bootstrap_error"), (floor, "disk_floor"), (floor, "low_disk"),
                    (ended, "ended_but_running"), (corrupt, "corrupt"), (silent, "no_status")}
-    assert not any(f["instance_id"] == healthy for f in doc["flags"])
+    assert not {f["instance_id"] for f in doc["flags"]} & {healthy, whoami}
     detail = {(f["instance_id"], f["what"]): f["detail"] for f in doc["flags"]}
     assert "3 firing(s) skipped" in detail[(skipped, "skipped_firings")]
     assert "schedule install" in detail[(booterr, "bootstrap_error")] and "campaign.schedule: missing" in detail[(booterr, "bootstrap_error")]
     assert "-120.400 s" in detail[(skew, "clock_skew")]
     assert detail[(corrupt, "corrupt")].startswith(f"status/{c}/alpha/eu-central-1/{corrupt}.json: not JSON")
     assert "still billing" in detail[(ended, "ended_but_running")]
-    assert len(doc["instances"]) == 9 and len(doc["statuses"]) == 8
+    assert len(doc["instances"]) == 10 and len(doc["statuses"]) == 8
     assert doc["pending_units"] == 1  # every queue is 0 but the corrupt one's, unknown
 
     text = status_cli(m, spec_file(tmp_path, c, 2), "--launch-grace-min", "0")
