@@ -316,3 +316,24 @@ def test_prices_update_on_the_cli_rewrites_the_table(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["fleet", "prices", "update", "--file", str(table)])
     assert r.exit_code == 1 and "0 products" in r.output and len(r.output.strip().splitlines()) == 1
     assert table.read_text() == before
+
+
+def test_noncurrent_versions_billed_for_the_bucket_lifecycles_days():
+    """The bill keeps each noncurrent version cost.NONCURRENT_EXPIRY_DAYS; the results bucket's
+    lifecycle must expire them after as many days (a literal, or a variable's default)."""
+    module = REPO / "infra" / "modules" / "results_bucket"
+    main = (module / "main.tf").read_text()
+    block = re.search(r"noncurrent_version_expiration\s*\{([^}]*)\}", main)
+    if block is None:
+        pytest.skip("infra/modules/results_bucket/main.tf has no noncurrent_version_expiration block yet: "
+                    "without it noncurrent versions are kept (and billed) forever")
+    days = re.search(r"noncurrent_days\s*=\s*(\d+|var\.(\w+))", block.group(1))
+    assert days, block.group(0)
+    if days.group(2):
+        var = re.search(r'variable\s+"%s"\s*\{[^}]*?default\s*=\s*(\d+)' % days.group(2),
+                        (module / "variables.tf").read_text(), re.S)
+        assert var, f"variable {days.group(2)} has no numeric default"
+        value = int(var.group(1))
+    else:
+        value = int(days.group(1))
+    assert value == cost.NONCURRENT_EXPIRY_DAYS
