@@ -130,8 +130,12 @@ def parse(key: str, body: bytes, campaign: str) -> dict[str, Any]:
     for name in ("firings", "skipped_firings", "pending_units", "runs_incomplete", "disk_free_bytes"):
         if doc[name] is not None and doc[name] < 0:
             return bad(f"{name}: negative")
-    if doc["error"] is not None and not isinstance(doc["error"].get("step"), str):
-        return bad("error.step: missing or not a string")
+    if doc["error"] is not None:
+        if not isinstance(doc["error"].get("step"), str):
+            return bad("error.step: missing or not a string")
+        tail = doc["error"].get("log_tail")
+        if tail is not None and not (isinstance(tail, list) and all(isinstance(x, str) for x in tail)):
+            return bad("error.log_tail: not a list of strings")
     return doc | {"key": key}
 
 
