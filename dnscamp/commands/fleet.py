@@ -207,7 +207,10 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
                                                           help="Minutes a new instance may go without a status."),
                    seen: Path | None = typer.Option(None, "--seen", help=(
                        "A file of skipped-firing counts already reported (read, then rewritten): only new "
-                       "skipped firings raise the flag, so a cron job alerts once per skip."))) -> None:
+                       "skipped firings raise the flag, so a cron job alerts once per skip.")),
+                   no_ec2: bool = typer.Option(False, "--no-ec2", help=(
+                       "Judge the status objects alone, asking EC2 nothing (a rehearsal's S3, where no "
+                       "instance exists): every status counts as live, no_status is never raised."))) -> None:
     """The fleet's instances (tag campaign=<name>, every region of the spec) with each one's status
     object (status/<campaign>/<vantage>/<region>/<instance_id>.json) and what needs an operator:
     no status after launch, stale, skipped firings, low disk, clock skew, bootstrap error, disk
@@ -220,7 +223,7 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
         die(f"{spec}: fleet: no [fleet] section")
     try:
         sess = aws.session(profile)
-        found = aws.instances(sess, s, render.regions(s), endpoint_url)
+        found = [] if no_ec2 else aws.instances(sess, s, render.regions(s), endpoint_url)
         s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
         statuses = fstatus.read_statuses(s3, s.fleet.results_bucket, s.campaign.name)
         vantages = {}
@@ -239,7 +242,7 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
             baseline = {str(k): int(v) for k, v in json.loads(seen.read_text()).items()} if seen.exists() else {}
         except (ValueError, TypeError, AttributeError, OSError) as exc:
             die(f"{seen}: not a JSON object of instance id -> count ({' '.join(str(exc).split())[:120]})")
-    raised = fstatus.flags(statuses, found, datetime.now(timezone.utc), launch_grace_min=launch_grace_min,
+    raised = fstatus.flags(statuses, None if no_ec2 else found, datetime.now(timezone.utc), launch_grace_min=launch_grace_min,
                            stale_min=fstatus.stale_minutes(s.campaign.schedule),
                            disk_floor_bytes=int(getattr(s.fleet, "disk_floor_mib", fstatus.DEFAULT_DISK_FLOOR_MIB))
                            * fstatus.MIB, skipped_seen=baseline)
@@ -256,7 +259,8 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
                            "status_key": by_id[i.id]["key"] if i.id in by_id else None}
                           for i in found],
             "statuses": [{k: v for k, v in st.items()} for st in statuses],
-            "pending_units": fstatus.pending_total(statuses, [i.id for i in found if i.state in fstatus.LIVE_STATES]),
+            "pending_units": fstatus.pending_total(
+                statuses, None if no_ec2 else [i.id for i in found if i.state in fstatus.LIVE_STATES]),
             "flags": [f.as_json() for f in raised],
             "vantages": vantages,
         }, indent=2, default=str))
@@ -271,7 +275,8 @@ def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profi
         typer.echo(f"      status: {fstatus.summary(st) + ' at ' + str(st.get('last_modified')) if st else 'none'}")
     for st in statuses:
         if st["instance_id"] not in ids:
-            typer.echo(f"  {st['vantage']:<16} {st['region']:<15} {st['instance_id']:<20} (not in EC2) "
+            typer.echo(f"  {st['vantage']:<16} {st['region']:<15} {st['instance_id']:<20} "
+                       f"{'' if no_ec2 else '(not in EC2) '}"
                        f"status: {fstatus.summary(st)} at {st.get('last_modified')}")
     for vid, d in vantages.items():
         typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}")

@@ -154,6 +154,12 @@ def test_one_status_per_fault_each_flagged_and_the_healthy_one_not(moto, tmp_pat
     assert text.exit_code == 1
     assert f"FLAG alpha @ eu-central-1 {silent}: no_status" in text.output and "9 flag(s):" in text.output
 
+    # the status objects alone (a rehearsal's S3, no EC2 to ask): what they say, nothing about instances
+    r = status_cli(m, spec_file(tmp_path, c, 2), "--json", "--no-ec2")
+    assert r.exit_code == 1 and json.loads(r.output)["instances"] == []
+    assert {(f["instance_id"], f["what"]) for f in json.loads(r.output)["flags"]} == \
+        got - {(ended, "ended_but_running"), (silent, "no_status")}
+
     # with the default 20-minute grace, the instance launched a moment ago is not overdue yet
     r = status_cli(m, spec_file(tmp_path, c, 2), "--json")
     assert silent not in {f["instance_id"] for f in json.loads(r.output)["flags"]}
