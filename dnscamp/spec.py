@@ -72,9 +72,14 @@ class ScheduleSpec(BaseModel):
         return v
 
 
+# Campaign and vantage ids in general; a campaign with ec2 vantages (and its ec2 vantages) follow
+# the stricter rule of infra/modules/limits.json, as AWS resources are named after them.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
 class CampaignSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(min_length=1, pattern=ID_PATTERN)
     description: str = ""
     seed: int = Field(0, ge=0, lt=2**63, description="Seed of the shuffled order (recorded in every run).")
     repetitions: int = Field(1, ge=1, le=100_000)
@@ -90,7 +95,7 @@ EC2_DEFAULT_INSTANCE_TYPE = "t3.medium"  # infra/modules/vantage's default
 
 class VantageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    id: str = Field(min_length=1, pattern=ID_PATTERN)
     provider: str = Field("local", min_length=1)
     region: str | None = None
     network_profiles: list[str | None] = Field(default_factory=lambda: [None])
@@ -190,7 +195,7 @@ class FleetSection(BaseModel):
         "The agents delete spool files S3 confirmed shipped this many days ago (0: at once)."))
     disk_floor_mib: int = Field(1024, ge=0, le=1_048_576, description=(
         "Below this much free disk an agent stops measuring and says so in its status (0: no floor)."))
-    collector_outside_aws: bool = Field(True, description="The collector runs outside AWS: its downloads are egress in the bill.")
+    collector_outside_aws: bool = Field(True, strict=True, description="The collector runs outside AWS: its downloads are egress in the bill.")
 
     @field_validator("results_bucket", "state_bucket")
     @classmethod
@@ -504,13 +509,8 @@ def _check_fleet_limits(raw: dict) -> list[tuple[tuple, str]]:
     fleet stays within the instance count there."""
     problems: list[tuple[tuple, str]] = []
     raw_vantages = raw.get("vantages") if isinstance(raw.get("vantages"), list) else []
-    ec2: list[tuple[int, VantageSpec]] = []
-    for i, v in enumerate(raw_vantages):
-        if isinstance(v, dict) and v.get("provider") == "ec2":
-            try:
-                ec2.append((i, VantageSpec.model_validate(v)))
-            except ValidationError:
-                continue  # reported by the top level
+    # from the raw tables, so that a vantage with another mistake still gets these checked
+    ec2 = [(i, v) for i, v in enumerate(raw_vantages) if isinstance(v, dict) and v.get("provider") == "ec2"]
     if not ec2:
         return problems
     section = raw.get("campaign")
@@ -523,12 +523,20 @@ def _check_fleet_limits(raw: dict) -> list[tuple[tuple, str]]:
         problems.append((("fleet", "home_region"), why))
     total = 0
     for i, v in ec2:
-        if why := fleet_limits.id_problem("vantage", v.id):
+        vid = v.get("id")
+        # an id or region that fails the general pattern is reported by the top level already
+        if isinstance(vid, str) and re.match(ID_PATTERN, vid) and (why := fleet_limits.id_problem("vantage", vid)):
             problems.append((("vantages", i, "id"), f"{why}; an ec2 vantage's id names AWS resources"))
-        for j, region in enumerate(v.all_regions):
-            if why := fleet_limits.id_problem("region", region):
-                problems.append((("vantages", i, "regions", j) if v.regions else ("vantages", i, "region"), why))
-        total += len(v.all_regions) * (v.instance_count or 1)
+        region, regions = v.get("region"), v.get("regions")
+        named = [(("vantages", i, "region"), region)] if isinstance(region, str) else []
+        if isinstance(regions, list):
+            named += [(("vantages", i, "regions", j), r) for j, r in enumerate(regions) if isinstance(r, str)]
+        for loc, r in named:
+            if re.match(AWS_REGION, r) and (why := fleet_limits.id_problem("region", r)):
+                problems.append((loc, why))
+        count = v.get("instance_count", 1)
+        if isinstance(count, int) and not isinstance(count, bool) and 1 <= count:
+            total += len(named) * count
     if total > (most := fleet_limits.max_instances_total()):
         problems.append((("vantages",), f"{total} ec2 instances in all (instance_count x regions, summed), at most {most} "
                                         "(infra/modules/limits.json)"))
