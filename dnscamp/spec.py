@@ -7,7 +7,9 @@
     [profiles.<name>]     extra access-network profiles for the testbed (same keys as testbed/profiles.toml)
     [testbed]             the island a campaign with testbed vantages needs: backbone_rtt_ms (docs/testbed.md)
     [kinds.<kind>]        one table per measurement kind: its targets and parameters
-    [fleet]               where ec2 vantages put their results and what the bill assumes (docs/fleet.md)
+    [fleet]               where ec2 vantages put their results, how the fleet is operated and what the
+                          bill assumes (docs/spec.md, docs/fleet.md); the fleet preflight refuses ec2 vantages
+                          without [campaign.schedule] (dnscamp/fleet/preflight.py)
     [atlas]               a live RIPE Atlas campaign (the schema of atlas/spec.py, docs/atlas.md)
 
 Errors name the file, the field path and the reason, one line each.
