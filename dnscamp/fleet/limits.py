@@ -3,9 +3,10 @@
 The spec's validation (dnscamp/spec.py), the preflight (dnscamp/fleet/preflight.py) and the
 Terraform modules' variable validations all apply these rules; the modules repeat the numbers
 in variables.tf (Terraform before 1.9, and OpenTofu, refuse a validation that reads a file),
-and tests/unit/test_fleet_limits.py holds them equal to the file. ``dnscamp/fleet/limits.json``
-is a symbolic link to the modules' file, so that the agent's wheel (which holds no infra/)
-carries the same rules: an instance loads the same spec the operator validated.
+and tests/unit/test_fleet_limits.py holds them equal to the file. The file itself lives beside
+this module (dnscamp/fleet/limits.json) and infra/modules/limits.json is a symbolic link to it:
+the agent's wheel is built from the Python packages only, and an instance must load the spec
+by the same rules the operator validated it with.
 """
 
 from __future__ import annotations
