@@ -517,7 +517,7 @@ def _check_fleet_limits(raw: dict) -> list[tuple[tuple, str]]:
         return problems
     section = raw.get("campaign")
     name = section.get("name") if isinstance(section, dict) else None
-    if isinstance(name, str) and name and (why := fleet_limits.id_problem("campaign", name)):
+    if isinstance(name, str) and re.match(ID_PATTERN, name) and (why := fleet_limits.id_problem("campaign", name)):
         problems.append((("campaign", "name"), f"{why}; this campaign has ec2 vantages"))
     fleet = raw.get("fleet")
     home = fleet.get("home_region") if isinstance(fleet, dict) else None

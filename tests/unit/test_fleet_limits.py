@@ -144,7 +144,9 @@ def test_accepted_ids_render_names_aws_accepts_and_refused_ones_name_the_field(c
         s = loads(text, "f.toml")
     except SpecError as exc:
         assert all("\n" not in line for line in exc.lines)
-        fields = {line.split(": ")[1] for line in exc.lines}
+        named = [line.split(": ")[1] for line in exc.lines]
+        fields = set(named)
+        assert len(named) == len(fields), exc.lines  # one line per field
         assert fields <= {"campaign.name", "vantages.0.id", "vantages.0.region", "vantages.0", "fleet.home_region"}, exc.lines
         # each refused id is named: the one the limits refuse
         if limits.id_problem("campaign", campaign):
