@@ -237,6 +237,8 @@ class FleetSection(BaseModel):
     def _zone(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\.?$", v.lower()):
             raise ValueError(f"{v!r} is not a domain name")
+        if v is not None and (problem := fleet_limits.id_problem("whoami_zone", v)):
+            raise ValueError(f"{problem}: write it in lower case without the trailing dot")
         return v
 
 

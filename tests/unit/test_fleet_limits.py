@@ -93,6 +93,26 @@ def test_vantage_module_ids_follow_the_limits_file(var):
     assert re.findall(rf"length\(var\.{var}\) <= (\d+)", cond) == [str(L[var]["max_length"])], cond
 
 
+def test_whoami_module_zone_follows_the_limits_file():
+    cond = _variables("whoami_dns")["zone"]
+    assert _regexes(cond, "zone") == [L["whoami_zone"]["pattern"]], cond
+    assert re.findall(r"length\(var\.zone\) <= (\d+)", cond) == [str(L["whoami_zone"]["max_length"])], cond
+    name = hcl2.loads((MODULES / "whoami_dns" / "main.tf").read_text())["locals"][0]["name"]
+    assert name == '"dnscamp-whoami-${replace(var.zone, ".", "-")}"'  # python-hcl2 keeps the quotes
+    longest = "dnscamp-whoami-" + "a" * L["whoami_zone"]["max_length"]
+    assert AWS_RULES["security_group"](longest) and AWS_RULES["instance_name_tag"](longest)
+
+
+@pytest.mark.parametrize("zone, expected", [
+    ("DNSTest.example.com", "fleet.whoami_zone: Value error, 'DNSTest.example.com' does not match"),
+    ("dnstest.example.com.", "fleet.whoami_zone: Value error, 'dnstest.example.com.' does not match"),
+    ("a" * 60 + "." + "b" * 60 + "." + "c" * 60 + "." + "d" * 60 + ".com", "is 247 characters, at most 240"),
+])
+def test_a_whoami_zone_the_module_refuses_is_one_line(zone, expected):
+    lines = errors(spec_text(fleet=f"whoami_zone = {json.dumps(zone)}"))
+    assert len(lines) == 1 and expected in lines[0] and lines[0].endswith("without the trailing dot"), lines
+
+
 def test_vantage_module_instance_count_follows_the_limits_file():
     cond = _variables("vantage")["instance_count"]
     assert re.findall(r"var\.instance_count <= (\d+)", cond) == [str(L["instances_per_region"]["max"])], cond
