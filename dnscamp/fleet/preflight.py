@@ -123,7 +123,7 @@ def offline(spec: CampaignSpec, path: Path | str) -> list[str]:
     if sched is None:
         say("campaign.schedule", "missing, ec2 vantages need one (their instances install it at boot and measure only "
                                  "when it fires; without one they run, and bill, measuring nothing): add "
-                                 "[campaign.schedule] with cron = \"...\" (docs/pipeline.md)")
+                                 "[campaign.schedule] with cron = \"...\" (docs/spec.md)")
     elif fleet is not None:
         for field, reason in schedule_problems(sched, fleet.days):
             say(field, reason)

@@ -79,7 +79,7 @@ def test_www20_without_its_schedule_is_refused_in_one_line(tmp_path):
     lines = [ln for ln in r.output.splitlines() if ln.startswith("dnscamp: ")]
     assert lines == [f"dnscamp: {bare}: campaign.schedule: missing, ec2 vantages need one (their instances install it "
                      "at boot and measure only when it fires; without one they run, and bill, measuring nothing): add "
-                     '[campaign.schedule] with cron = "..." (docs/pipeline.md)'], r.output
+                     '[campaign.schedule] with cron = "..." (docs/spec.md)'], r.output
 
 
 def test_www20_fires_through_its_whole_period():
@@ -273,7 +273,7 @@ def test_apply_dry_run_refuses_before_any_terraform(moto, tmp_path):
     assert refusals == [
         f"dnscamp: {path}: campaign.schedule: missing, ec2 vantages need one (their instances install it at boot and "
         "measure only when it fires; without one they run, and bill, measuring nothing): add [campaign.schedule] with "
-        'cron = "..." (docs/pipeline.md)',
+        'cron = "..." (docs/spec.md)',
         f"dnscamp: {path}: vantages.0.regions.1: eu-central-1 has no default VPC, where the agents run: create one "
         "(aws ec2 create-default-vpc --region eu-central-1) or leave the region out",
         "dnscamp: fleet: preflight refused pf: nothing was created"]
