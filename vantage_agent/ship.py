@@ -92,7 +92,7 @@ class ClockProbe:
     def sample(self, t0: float, t1: float, date_header: str | None) -> None:
         try:
             d = parsedate_to_datetime(date_header).timestamp() if date_header else None
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError, OSError):
             d = None
         if d is None:
             return
@@ -179,12 +179,17 @@ def _append_ledger(run_dir: Path, entry: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
+def wall_clock() -> float:
+    """The agent's clock as it is (not monotonic: its offset to S3's is what the status reports)."""
+    return time.time()
+
+
 def _put(client, bucket: str, key: str, body: bytes, content_type: str, clock: ClockProbe | None = None) -> str:
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-    t0 = time.time()
+    t0 = wall_clock()
     resp = client.put_object(Bucket=bucket, Key=key, Body=body, ContentMD5=md5, ContentType=content_type)
     if clock is not None:
-        clock.sample(t0, time.time(), resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
+        clock.sample(t0, wall_clock(), resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
     return resp.get("ETag", "").strip('"')
 
 
