@@ -17,6 +17,8 @@ import pytest
 
 from dnscamp import schedule as sch
 from dnscamp.spec import loads
+from tests.conftest import ROOT
+from tests.local.test_infra_modules import VARS, _console, modules  # noqa: F401  (modules: the fixture)
 from tests.local.test_pipeline_collect import BUCKET, moto, spool_run  # noqa: F401  (moto: the fixture)
 from vantage_agent import agent_state, ship
 
@@ -230,3 +232,111 @@ def test_the_shutdown_at_the_end_runs_only_where_the_user_data_asked_for_it(tmp_
     monkeypatch.setenv("DNSCAMP_SHUTDOWN_AT_END", "1")
     sch.shutdown_at_end(log)
     assert (tmp_path / "calls").read_text() == "-h +1\n"
+
+
+PUT_STATUS = Path(__file__).resolve().parents[2] / "infra" / "modules" / "vantage" / "put_status.py"
+
+
+def _reset_auth(url: str, count: str) -> None:
+    """moto's IAM enforcement: '0' checks every request's signature and policy from now on."""
+    import urllib.request
+
+    req = urllib.request.Request(f"{url}/moto-api/reset-auth", data=count.encode(), method="POST",
+                                 headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def test_the_bootstraps_stdlib_put_is_signed_as_s3_checks_it_and_writes_the_agents_schema(moto, tmp_path):  # noqa: F811
+    import subprocess
+    import sys
+
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=moto.url)
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+    role = iam.create_role(RoleName="boot", AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    iam.put_role_policy(RoleName="boot", PolicyName="status", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/status/c/v1/eu-central-1/*"}]}))
+    c = boto3.client("sts", endpoint_url=moto.url).assume_role(RoleArn=role["Arn"], RoleSessionName="i-0boot")["Credentials"]
+    env_file = tmp_path / "vantage.env"
+    env_file.write_text(f"DNSCAMP_CAMPAIGN=c\nDNSCAMP_VANTAGE=v1\nDNSCAMP_REGION=eu-central-1\nDNSCAMP_RESULTS_BUCKET={BUCKET}\n"
+                        "DNSCAMP_AGENT_VERSION=0.1.0\n")  # fmt: skip
+    log = tmp_path / "bootstrap.log"
+    log.write_text("".join(f"line {i}\n" for i in range(30)))
+    env = {"PATH": os.environ["PATH"], "AWS_ENDPOINT_URL_S3": moto.url, "DNSCAMP_INSTANCE_ID": "i-0boot",
+           "AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+           "AWS_SESSION_TOKEN": c["SessionToken"]}  # fmt: skip
+
+    def run(*args, **over):
+        return subprocess.run([sys.executable, "-I", str(PUT_STATUS), "--env-file", str(env_file), *args],
+                              env={**env, **over}, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    _reset_auth(moto.url, "0")
+    try:
+        ok = run("--phase", "bootstrap_error", "--step", "install the agent: line 12: exit 1: pip install", "--log", str(log))
+        bad = run("--phase", "bootstrap", AWS_SECRET_ACCESS_KEY="not-the-secret")
+        elsewhere = run("--phase", "bootstrap", DNSCAMP_VANTAGE="v2")  # a key outside the role's grant
+    finally:
+        _reset_auth(moto.url, "inf")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "status/c/v1/eu-central-1/i-0boot.json"
+    assert bad.returncode == 1 and "SignatureDoesNotMatch" in bad.stderr and "not-the-secret" not in bad.stderr
+    assert elsewhere.returncode == 1 and "AccessDenied" in elsewhere.stderr
+    assert c["SecretAccessKey"] not in ok.stdout + ok.stderr + bad.stderr + elsewhere.stderr
+    st = json.loads(get(moto.client, "status/c/v1/eu-central-1/i-0boot.json"))
+    assert set(st) == STATUS_FIELDS and (st["phase"], st["instance_id"], st["agent_version"]) == ("bootstrap_error", "i-0boot", "0.1.0")
+    assert st["error"] == {"step": "install the agent: line 12: exit 1: pip install",
+                           "log_tail": [f"line {i}" for i in range(10, 30)]}  # fmt: skip
+    assert (st["firings"], st["pending_units"], st["last_firing"], st["ship"]) == (0, 0, None, {"shipped": 0, "pending": 0, "errors": []})
+
+
+def test_the_user_data_embeds_put_status_byte_for_byte_and_its_bootstrap_parses(modules, tmp_path):  # noqa: F811
+    import base64
+    import subprocess
+
+    import yaml
+
+    text = _console(modules / "vantage", "nonsensitive(local.user_data)", VARS["vantage"])
+    files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}
+    f = files["/usr/local/lib/dnscamp/put_status.py"]
+    assert f["encoding"] == "gz+b64" and gzip.decompress(base64.b64decode(f["content"])) == PUT_STATUS.read_bytes()
+    assert files["/etc/dnscamp/ec2.env"]["content"] == "DNSCAMP_SHUTDOWN_AT_END=1\n"
+    spec = files["/etc/dnscamp/campaign.toml"]
+    assert gzip.decompress(base64.b64decode(spec["content"])).decode() == VARS["vantage"]["spec_toml"]
+    script = files["/usr/local/sbin/dnscamp-bootstrap"]["content"]
+    assert script.startswith("#!/bin/bash\n") and "set -Eeuo pipefail" in script and "trap 'failed $? $LINENO' ERR" in script
+    assert script.index("report bootstrap ") < script.index("curl ")  # the start status comes before any step that can fail
+    (tmp_path / "bootstrap").write_text(script)
+    p = subprocess.run(["bash", "-n", str(tmp_path / "bootstrap")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    # EC2 refuses user data over 16 KiB: the flagship spec with presigned URLs of a session's length
+    url = VARS["vantage"]["agent_wheel_url"].split("?")[0] + "?" + "&".join(f"X-Amz-{k}={'A' * n}" for k, n in (
+        ("Credential", 80), ("Security-Token", 1200), ("Signature", 64), ("Date", 16), ("Expires", 5)))  # fmt: skip
+    big = dict(VARS["vantage"], spec_toml=(ROOT / "campaigns" / "www20-ec2.toml").read_text(), agent_wheel_url=url,
+               agent_lock_url=url)  # fmt: skip
+    assert len(_console(modules / "vantage", "nonsensitive(local.user_data)", big).encode()) < 16384
+
+
+def test_the_bootstrap_trap_puts_the_failing_step_and_the_logs_tail(tmp_path):
+    """The rendered script's own trap, run with a step that fails: the status reporter is
+    called once with bootstrap_error, the step, the line, and no presigned query string."""
+    import re
+    import subprocess
+
+    tpl = (PUT_STATUS.parent / "user_data.yaml.tftpl").read_text()
+    body = re.search(r"- path: /usr/local/sbin/dnscamp-bootstrap\n.*?content: \|\n((?:      .*\n|\n)+)", tpl, re.S)[1]
+    script = "".join(ln[6:] + "\n" for ln in body.splitlines())
+    head = script[: script.index('step="download the agent"')]  # the trap and the start status, as rendered
+    head = head.replace("/var/log/dnscamp-bootstrap.log", str(tmp_path / "boot.log"))
+    head = head.replace("python3 /usr/local/lib/dnscamp/put_status.py", f"{tmp_path}/put_status")
+    (tmp_path / "put_status").write_text(f"#!/bin/sh\nprintf '%s|' \"$@\" >> {tmp_path}/calls; echo >> {tmp_path}/calls\n")
+    (tmp_path / "put_status").chmod(0o755)
+    (tmp_path / "boot").write_text(head + 'step="download the agent"\necho working\nfalse \'https://b.example/x.whl?X-Amz-Signature=ab12\'\necho never\n')
+    p = subprocess.run(["bash", str(tmp_path / "boot")], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("--phase|bootstrap|--step|start|--log|")
+    assert len(calls) == 2 and calls[1].startswith("--phase|bootstrap_error|--step|download the agent: line ")
+    assert calls[1].split("|")[3].endswith(": exit 1: false 'https://b.example/x.whl") and "Signature" not in calls[1]
+    log = (tmp_path / "boot.log").read_text()
+    assert "working" in log and "never" not in log and "failed at line" in log
