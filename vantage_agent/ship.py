@@ -464,7 +464,8 @@ def ship_and_report(spool_dir: Path, bucket: str, vantage: str, *, campaign: str
     clock = ClockProbe()
     stats = ship(spool_dir, bucket, vantage, campaign=campaign, client=client, region=region, instance_id=iid, clock=clock)
     out = stats.as_json()
-    camps = [campaign] if campaign else sorted(p.name for p in Path(spool_dir).iterdir() if p.is_dir()) if Path(spool_dir).is_dir() else []
+    base = Path(spool_dir)
+    camps = [campaign] if campaign else sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     out["status_objects"] = []
     for camp in camps:
         try:
