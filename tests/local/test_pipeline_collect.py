@@ -194,9 +194,12 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
     try:
         r = CliRunner().invoke(app, ["collect", f"s3://{BUCKET}/results/cli/", "--endpoint-url", moto.url, "--json"])
         assert r.exit_code == 0, r.output
-        assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
-            "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
-            "quarantined": 0}  # fmt: skip
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert {k: out[k] for k in ("listed", "collected", "unchanged", "locked", "ingested", "duplicates",
+                                    "quarantined", "get_requests", "full_listing")} == {
+            "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "ingested": 12, "duplicates": 0,
+            "quarantined": 0, "get_requests": 3, "full_listing": True}  # fmt: skip
+        assert out["list_requests"] == 1 and out["bytes"] > 0
     finally:  # the session's store is empty_db's template: leave it as it was
         from db import engine
 
