@@ -75,14 +75,14 @@ def ship_with_manifest(moto, spool: Path, vantage: str, run: str) -> None:
         moto.client.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(built_manifest(spool, vantage, run)).encode())
 
 
-def reader_url(owner_url: str) -> str:
+def role_url(owner_url: str, role: str) -> str:
     from db import engine
 
-    return engine.database_url("reader", dbname=urlparse(owner_url).path.lstrip("/"))
+    return engine.database_url(role, dbname=urlparse(owner_url).path.lstrip("/"))
 
 
 def by_run(url: str) -> dict[str, completeness.RunCompleteness]:
-    return {r.run: r for r in completeness.report(reader_url(url), CAMPAIGN)}
+    return {r.run: r for r in completeness.report(role_url(url, "reader"), CAMPAIGN)}
 
 
 def test_a_deleted_object_a_missing_manifest_and_a_corrupt_one_are_named(moto, tmp_path, empty_db, monkeypatch):
@@ -102,7 +102,7 @@ def test_a_deleted_object_a_missing_manifest_and_a_corrupt_one_are_named(moto, t
     gone = ship.object_key(CAMPAIGN, "v1", R1, "unit001")
     moto.client.delete_object(Bucket=BUCKET, Key=gone)
 
-    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    st = coll.collect(f"s3://{BUCKET}/results/", role_url(empty_db, "writer"), client=moto.client)  # the collector's role
     assert (st.collected, st.manifests, st.manifests_corrupt, st.quarantined) == (7, 2, 1, 0)
     assert len(st.errors) == 1 and "\n" not in st.errors[0]
     assert st.errors[0] == (f"s3://{BUCKET}/{manifest_key('v2', R4)}: corrupt manifest: objects[0].sha256: "
@@ -135,7 +135,7 @@ def test_a_deleted_object_a_missing_manifest_and_a_corrupt_one_are_named(moto, t
     from db import engine
     from dnscamp.cli import app
 
-    real, reader = engine.database_url, reader_url(empty_db)
+    real, reader = engine.database_url, role_url(empty_db, "reader")
     monkeypatch.setattr(engine, "database_url", lambda role="owner", **kw: reader if role == "reader" else real(role, **kw))
     r = CliRunner().invoke(app, ["campaign", "completeness", CAMPAIGN])
     assert r.exit_code == 1, r.output
