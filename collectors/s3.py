@@ -359,8 +359,11 @@ def collect(uri: str, url: str, *, client=None, endpoint_url: str | None = None,
             psycopg.connect(url, autocommit=True) as conn:  # fmt: skip
         try:
             objects = _listing(conn, client, bucket, prefix, stats, full=full, lookback_h=lookback_h)
-            done = dict(conn.execute("SELECT key, etag FROM collected_objects WHERE bucket = %s", (bucket,)).fetchall())
-            manifests = dict(conn.execute("SELECT key, etag FROM run_manifests WHERE bucket = %s", (bucket,)).fetchall())
+            keys = [o["Key"] for o in objects]  # only what was listed: an incremental pass reads few rows
+            done = dict(conn.execute("SELECT key, etag FROM collected_objects WHERE bucket = %s AND key = ANY(%s)",
+                                     (bucket, keys)).fetchall())  # fmt: skip
+            manifests = dict(conn.execute("SELECT key, etag FROM run_manifests WHERE bucket = %s AND key = ANY(%s)",
+                                          (bucket, keys)).fetchall())  # fmt: skip
             todo = []
             for obj in objects:
                 key, etag = obj["Key"], obj["ETag"].strip('"')

@@ -2,7 +2,8 @@
 -- results/<campaign>/<vantage>/<run>/manifest.json last) says was planned and shipped, against
 -- what the collector took (collected_objects) and what is in quarantine. One row per
 -- (bucket, campaign, vantage, run) known from a manifest, read or corrupt, or from a collected
--- record object.
+-- record object at results/<campaign>/<vantage>/<run>/<unit>.jsonl(.gz) (split_part, not a
+-- regular expression: 100,000 keys matched by one took seconds).
 -- - With a readable manifest, the run's units are its planned units and the units of its
 --   objects. A unit is collected when collected_objects holds its object's key with the
 --   manifest's sha256 (or no sha256: collected before the collector kept one); otherwise it
@@ -11,60 +12,61 @@
 -- - Without a readable manifest (never shipped, or corrupt: manifest_error says why), the
 --   units are those of the collected objects; nothing can be known missing, and manifest is
 --   false, which is itself what is incomplete.
+-- Each input is read once and aggregated (no per-run scan of collected_objects): the whole
+-- view over 100,000 objects is one pass over each table.
 CREATE OR REPLACE VIEW v_run_completeness AS
-WITH collected AS NOT MATERIALIZED (
-    SELECT o.bucket, o.key, o.sha256, k.m[1] AS campaign, k.m[2] AS vantage_id, k.m[3] AS run, k.m[4] AS unit
+WITH quarantined AS (
+    SELECT DISTINCT source_file FROM quarantine WHERE source_file LIKE 's3://%'
+), collected AS (
+    SELECT o.bucket, split_part(o.key, '/', 2) AS campaign, split_part(o.key, '/', 3) AS vantage_id,
+           split_part(o.key, '/', 4) AS run, count(*)::int AS units, count(q.source_file)::int AS quarantined
     FROM collected_objects o
+    LEFT JOIN quarantined q ON q.source_file = 's3://' || o.bucket || '/' || o.key
+    WHERE o.key LIKE 'results/%/%/%/%' AND (o.key LIKE '%.jsonl' OR o.key LIKE '%.jsonl.gz')
+      AND split_part(o.key, '/', 6) = '' AND split_part(o.key, '/', 2) <> '' AND split_part(o.key, '/', 3) <> ''
+      AND split_part(o.key, '/', 4) <> ''
+    GROUP BY 1, 2, 3, 4
+), units AS (
+    SELECT m.bucket, m.key AS manifest_key, u.unit, mo.key, c.key IS NOT NULL AS collected,
+           q.source_file IS NOT NULL AS quarantined
+    FROM run_manifests m
     CROSS JOIN LATERAL (
-        SELECT regexp_match(o.key, '(?:^|/)results/([^/]+)/([^/]+)/([^/]+)/([^/]+)\.jsonl(?:\.gz)?$') AS m
-    ) k
-    WHERE k.m IS NOT NULL
-), runs AS (
-    SELECT bucket, campaign, vantage AS vantage_id, run FROM run_manifests
-    UNION
-    SELECT bucket, campaign, vantage_id, run FROM collected
+        SELECT unnest(m.units_planned) AS unit
+        UNION
+        SELECT o.unit FROM run_manifest_objects o WHERE o.bucket = m.bucket AND o.manifest_key = m.key
+    ) u
+    LEFT JOIN run_manifest_objects mo ON mo.bucket = m.bucket AND mo.manifest_key = m.key AND mo.unit = u.unit
+    LEFT JOIN collected_objects c
+           ON c.bucket = mo.bucket AND c.key = mo.key AND (c.sha256 IS NULL OR c.sha256 = mo.sha256)
+    LEFT JOIN quarantined q ON c.key IS NOT NULL AND q.source_file = 's3://' || c.bucket || '/' || c.key
+    WHERE m.error IS NULL
+), per_manifest AS (
+    SELECT bucket, manifest_key,
+           count(*) FILTER (WHERE collected)::int AS units_collected,
+           count(*) FILTER (WHERE NOT collected)::int AS units_missing,
+           count(*) FILTER (WHERE quarantined)::int AS units_quarantined,
+           coalesce(array_agg(unit ORDER BY unit) FILTER (WHERE NOT collected), '{}') AS missing_units,
+           coalesce(array_agg(key ORDER BY key) FILTER (WHERE NOT collected AND key IS NOT NULL), '{}') AS missing_objects
+    FROM units
+    GROUP BY 1, 2
 )
-SELECT r.campaign,
-       r.vantage_id,
-       r.run,
-       r.bucket,
+SELECT coalesce(m.campaign, c.campaign) AS campaign,
+       coalesce(m.vantage, c.vantage_id) AS vantage_id,
+       coalesce(m.run, c.run) AS run,
+       coalesce(m.bucket, c.bucket) AS bucket,
        (m.key IS NOT NULL AND m.error IS NULL) AS manifest,
        m.error AS manifest_error,
        m.region,
        m.instance_id,
        cardinality(m.units_planned) AS units_planned,
-       u.units_collected,
-       u.units_missing,
-       u.units_quarantined,
-       u.missing_units,
-       u.missing_objects,
+       CASE WHEN m.error IS NULL AND m.key IS NOT NULL THEN coalesce(p.units_collected, 0) ELSE coalesce(c.units, 0) END
+           AS units_collected,
+       CASE WHEN m.error IS NULL AND m.key IS NOT NULL THEN coalesce(p.units_missing, 0) ELSE 0 END AS units_missing,
+       CASE WHEN m.error IS NULL AND m.key IS NOT NULL THEN coalesce(p.units_quarantined, 0) ELSE coalesce(c.quarantined, 0) END
+           AS units_quarantined,
+       CASE WHEN m.error IS NULL AND m.key IS NOT NULL THEN coalesce(p.missing_units, '{}') ELSE '{}' END AS missing_units,
+       CASE WHEN m.error IS NULL AND m.key IS NOT NULL THEN coalesce(p.missing_objects, '{}') ELSE '{}' END AS missing_objects,
        m.collected_at AS manifest_collected_at
-FROM runs r
-LEFT JOIN run_manifests m
-       ON m.bucket = r.bucket AND m.campaign = r.campaign AND m.vantage = r.vantage_id AND m.run = r.run
-CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE x.collected)::int AS units_collected,
-           count(*) FILTER (WHERE NOT x.collected)::int AS units_missing,
-           count(*) FILTER (WHERE x.collected AND EXISTS (
-               SELECT 1 FROM quarantine q WHERE q.source_file = 's3://' || r.bucket || '/' || x.key))::int AS units_quarantined,
-           coalesce(array_agg(x.unit ORDER BY x.unit) FILTER (WHERE NOT x.collected), '{}') AS missing_units,
-           coalesce(array_agg(x.key ORDER BY x.key) FILTER (WHERE NOT x.collected AND x.key IS NOT NULL), '{}')
-               AS missing_objects
-    FROM (
-        SELECT u.unit, mo.key, c.key IS NOT NULL AS collected
-        FROM (
-            SELECT unnest(m.units_planned) AS unit
-            UNION
-            SELECT o.unit FROM run_manifest_objects o WHERE o.bucket = m.bucket AND o.manifest_key = m.key
-        ) u
-        LEFT JOIN run_manifest_objects mo ON mo.bucket = m.bucket AND mo.manifest_key = m.key AND mo.unit = u.unit
-        LEFT JOIN collected_objects c
-               ON c.bucket = mo.bucket AND c.key = mo.key AND (c.sha256 IS NULL OR c.sha256 = mo.sha256)
-        WHERE m.key IS NOT NULL AND m.error IS NULL
-        UNION ALL
-        SELECT c.unit, c.key, true
-        FROM collected c
-        WHERE (m.key IS NULL OR m.error IS NOT NULL)
-          AND c.bucket = r.bucket AND c.campaign = r.campaign AND c.vantage_id = r.vantage_id AND c.run = r.run
-    ) x
-) u;
+FROM run_manifests m
+FULL JOIN collected c ON c.bucket = m.bucket AND c.campaign = m.campaign AND c.vantage_id = m.vantage AND c.run = m.run
+LEFT JOIN per_manifest p ON p.bucket = m.bucket AND p.manifest_key = m.key;
