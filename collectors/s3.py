@@ -80,7 +80,8 @@ _MANIFEST_UPSERT = (
 )
 _WATERMARK = (
     "INSERT INTO collect_watermarks (bucket, prefix, run) VALUES (%s, %s, %s) ON CONFLICT (bucket, prefix) "
-    "DO UPDATE SET run = EXCLUDED.run, updated_at = now() WHERE collect_watermarks.run < EXCLUDED.run"
+    "DO UPDATE SET run = EXCLUDED.run, updated_at = now() "
+    'WHERE collect_watermarks.run COLLATE "C" < EXCLUDED.run COLLATE "C"'  # byte order, as S3 lists keys
 )
 
 
