@@ -6,10 +6,10 @@ results bucket into the store, each record exactly once; run manifests beside th
 - Incremental listing: under ``results/<campaign>/<vantage>/`` run ids sort by time
   (dnscamp.runner.new_run_id: ``YYYYmmddTHHMMSSZ...``), so a pass lists each such prefix only
   from its watermark (``collect_watermarks``: the greatest run id a listing has seen, shared by
-  every collector of the store) back ``lookback_h`` hours; the vantage prefixes themselves are
-  found by delimiter listings (one LIST per campaign). A full listing (``full=True``; `--watch`
-  makes one on its first pass and every ``full_every`` passes) catches what came later than
-  the lookback (an agent that could not ship for longer).
+  every collector of the store) back ``lookback_h`` hours, unless a full listing would take no
+  more requests (``_listing``). A full listing (``full=True``; `--watch` makes one on its first
+  pass and every ``full_every`` passes) catches what came later than the lookback (an agent
+  that could not ship for longer) and vantages not seen before.
 - A download is checked against the ContentLength S3 announced; a short body (or botocore's
   IncompleteReadError) is retried, never ingested. Its sha256 is kept in ``collected_objects``.
 - Ingest is collectors/ingest.py's, line by line and batch by batch, with the object's
@@ -62,6 +62,7 @@ LOOKBACK_H = 6.0  # a run shipped up to this long after the newest run of its va
 FULL_EVERY = 20  # --watch lists everything on its first pass and every FULL_EVERY passes
 DOWNLOAD_ATTEMPTS = 3  # a truncated body is fetched again this many times in all
 BACKOFF_S = (1.0, 60.0)  # watch: first and longest wait after a failed pass
+LIST_PAGE_KEYS = 1000  # keys per LIST page (S3's maximum and default)
 _RUN_TIME = re.compile(r"(\d{8}T\d{6}Z)")
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
@@ -287,12 +288,42 @@ def _vantage_prefixes(client, bucket: str, prefix: str, stats: CollectStats, fou
     return out
 
 
+def _known_vantages(conn, bucket: str, prefix: str) -> tuple[list[str], dict[str, str]]:
+    """The vantage prefixes under ``prefix`` that earlier listings saw (their watermarks), and
+    every watermark of the bucket."""
+    marks = dict(conn.execute("SELECT prefix, run FROM collect_watermarks WHERE bucket = %s", (bucket,)).fetchall())
+    if prefix.count("/") >= 3:
+        return [], marks  # one vantage or narrower: _vantage_prefixes gives it without a LIST
+    return sorted(vp for vp in marks if vp.startswith(prefix)), marks
+
+
+def _full_listing_pages(conn, bucket: str, prefix: str) -> int:
+    """LIST requests a full listing of ``prefix`` would take, from the objects the store knows there."""
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    n = conn.execute("SELECT (SELECT count(*) FROM collected_objects WHERE bucket = %s AND key LIKE %s) + "
+                     "(SELECT count(*) FROM run_manifests WHERE bucket = %s AND key LIKE %s)",
+                     (bucket, like, bucket, like)).fetchone()[0]  # fmt: skip
+    return n // LIST_PAGE_KEYS + 1
+
+
 def _listing(conn, client, bucket: str, prefix: str, stats: CollectStats, *, full: bool,
              lookback_h: float) -> list[dict]:  # fmt: skip
     """The objects of this pass: everything under ``prefix`` (full), or per vantage prefix the
-    runs from its watermark back ``lookback_h`` hours; the watermarks are moved up."""
+    runs from its watermark back ``lookback_h`` hours; the watermarks are moved up.
+
+    An incremental pass lists the vantages earlier listings saw (new vantages appear at the next
+    full listing; with none known, delimiter listings find them), and falls back to a full
+    listing when that takes no more requests (a young campaign: fewer objects than LIST pages of
+    1,000 keys per vantage)."""
     found: list[dict] = []
-    vantages = None if full else _vantage_prefixes(client, bucket, prefix, stats, found)
+    vantages = None
+    if not full:
+        known, marks = _known_vantages(conn, bucket, prefix)
+        in_layout = RESULTS.startswith(prefix) or prefix.startswith(RESULTS)
+        if in_layout and known and _full_listing_pages(conn, bucket, prefix) > len(known):
+            vantages = known
+        elif in_layout and not known:
+            vantages = _vantage_prefixes(client, bucket, prefix, stats, found)
     if vantages is None:
         stats.full_listing = True
         for page in _pages(client, stats, Bucket=bucket, Prefix=prefix):
@@ -305,7 +336,6 @@ def _listing(conn, client, bucket: str, prefix: str, stats: CollectStats, *, ful
                 seen[vp] = max(seen.get(vp, run), run)
     else:
         stats.full_listing = False
-        marks = dict(conn.execute("SELECT prefix, run FROM collect_watermarks WHERE bucket = %s", (bucket,)).fetchall())
         seen = {}
         for vp in vantages:
             kw: dict[str, Any] = {"Bucket": bucket, "Prefix": vp}

@@ -196,17 +196,19 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
         assert r.exit_code == 0, r.output
         out = json.loads(r.stdout.strip().splitlines()[-1])
         assert {k: out[k] for k in ("listed", "collected", "unchanged", "locked", "ingested", "duplicates",
-                                    "quarantined", "get_requests", "full_listing")} == {
+                                    "quarantined", "manifests_corrupt", "full_listing")} == {
             "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "ingested": 12, "duplicates": 0,
-            "quarantined": 0, "get_requests": 3, "full_listing": True}  # fmt: skip
-        assert out["list_requests"] == 1 and out["bytes"] > 0
+            "quarantined": 0, "manifests_corrupt": 0, "full_listing": True}  # fmt: skip
+        # one GET per object: the 3 units and the run's manifest when the agent ships one
+        assert out["list_requests"] == 1 and out["get_requests"] == 3 + out["manifests"] and out["bytes"] > 0
     finally:  # the session's store is empty_db's template: leave it as it was
         from db import engine
 
         with psycopg.connect(engine.database_url("owner")) as c:
             ids = [json.loads(ln)["id"] for f in spool.glob("*/*/*.jsonl") for ln in f.read_text().splitlines()]
             c.execute("DELETE FROM results WHERE id = ANY(%s::uuid[])", (ids,))
-            c.execute("DELETE FROM collected_objects WHERE bucket = %s", (BUCKET,))
+            for table in ("collected_objects", "run_manifests", "collect_watermarks"):
+                c.execute(f"DELETE FROM {table} WHERE bucket = %s", (BUCKET,))  # noqa: S608
     r = CliRunner().invoke(app, ["collect", "not-a-uri"])
     assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output
 
@@ -269,11 +271,12 @@ def _run_id(hours_ago: float, now: float = 1_795_000_000.0) -> str:
     return datetime.fromtimestamp(now - hours_ago * 3600, timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-r-abcdef"
 
 
-def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objects(moto, empty_db):
+def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objects(moto, empty_db, monkeypatch):
     """Per results/<c>/<v>/ the greatest run id seen (collect_watermarks); an incremental pass
     lists each vantage from LOOKBACK_H before it. An object of an old run shipped late is found
     by the next full listing."""
     uri = f"s3://{BUCKET}/results/"
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 2)  # LIST pages of 2 keys: this bucket lists like a large one
     total = 0
     for i, v in enumerate(("v1", "v2")):
         for j, h in enumerate((30, 20, 10, 0)):
@@ -283,10 +286,10 @@ def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objec
     with psycopg.connect(empty_db) as c:
         assert dict(c.execute("SELECT prefix, run FROM collect_watermarks").fetchall()) == {
             "results/c/v1/": _run_id(0), "results/c/v2/": _run_id(0)}  # fmt: skip
-    # an incremental pass: the delimiter listings (results/, results/c/) and one listing per vantage
-    # from 6 h before its newest run: only the newest run of each, 2 objects each, is listed
+    # an incremental pass: one listing per vantage seen, from 6 h before its newest run: only the
+    # newest run of each, 2 objects each, is listed
     st = coll.collect(uri, empty_db, client=moto.client, full=False)
-    assert (st.full_listing, st.listed, st.unchanged, st.list_requests, st.get_requests) == (False, 4, 4, 4, 0)
+    assert (st.full_listing, st.listed, st.unchanged, st.list_requests, st.get_requests) == (False, 4, 4, 2, 0)
     total += put_objects(moto.client, 1, 3, prefix=f"results/c/v1/{_run_id(-1)}/", seed=3000)  # a new run
     late = put_objects(moto.client, 1, 3, prefix=f"results/c/v2/{_run_id(20)}/x", seed=3010)  # a late unit of an old run
     st = coll.collect(uri, empty_db, client=moto.client, full=False)
@@ -295,6 +298,10 @@ def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objec
     st = coll.collect(uri, empty_db, client=moto.client, full=True)
     assert (st.collected, st.unchanged, st.list_requests) == (1, 17, 1)
     assert counts(empty_db) == (total + late, total + late)
+    # with S3's 1,000 keys a page, this bucket is one LIST: incremental would take two, so it lists fully
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 1000)
+    st = coll.collect(uri, empty_db, client=moto.client, full=False)
+    assert (st.full_listing, st.list_requests, st.listed) == (True, 1, 18)
     # a watermark never goes back (several collectors share it)
     with psycopg.connect(empty_db, autocommit=True) as c:
         c.execute(coll._WATERMARK, (BUCKET, "results/c/v1/", _run_id(50)))
@@ -303,6 +310,11 @@ def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objec
 
 def test_incremental_listing_of_a_narrower_prefix_and_one_outside_the_layout(moto, empty_db):
     put_objects(moto.client, 2, 2, prefix=f"results/c/v1/{_run_id(0)}/")
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client, full=False)
+    # no vantage known yet: found by delimiter listings (results/, results/c/), then listed
+    assert (st.collected, st.list_requests, st.full_listing) == (2, 3, False)
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute("TRUNCATE collected_objects, collect_watermarks")
     put_objects(moto.client, 1, 2, prefix="elsewhere/")
     st = coll.collect(f"s3://{BUCKET}/results/c/v1/", empty_db, client=moto.client, full=False)
     assert (st.collected, st.list_requests, st.full_listing) == (2, 1, False)  # the vantage prefix itself
@@ -355,9 +367,10 @@ def test_a_body_truncated_every_time_stops_the_pass_and_stores_nothing_of_it(mot
         assert c.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 0
 
 
-def test_watch_backs_off_logs_each_failure_once_and_lists_fully_every_k_passes(moto, empty_db):
+def test_watch_backs_off_logs_each_failure_once_and_lists_fully_every_k_passes(moto, empty_db, monkeypatch):
     """In-process, with a recorded sleep: 1, 2, 4 ... capped; one log line for the outage and
     one for the recovery whatever the number of retries; full listings on passes 0, 3, 6."""
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 1)  # or a bucket this small is always listed fully
     put_objects(moto.client, 1, 2)
     slept, logged, passes = [], [], []
     plan = iter([None, None, "down"] + ["down"] * 7 + ["up"] + [None] * 5)
@@ -385,6 +398,7 @@ def test_watch_backs_off_logs_each_failure_once_and_lists_fully_every_k_passes(m
 WATCHER = """
 import json, sys
 from collectors import s3
+s3.LIST_PAGE_KEYS = 1  # or a bucket this small is always listed fully
 s3.watch(sys.argv[1], sys.argv[2], interval_s=0.3, on_pass=lambda st: print(json.dumps(st.as_json()), flush=True),
          endpoint_url=sys.argv[3], full_every=4, backoff_s=(0.2, 1.0))
 """
