@@ -41,7 +41,8 @@ def spool_run(spool: Path, run: str, units: list[str], planned: list[str] | None
     d = spool / CAMPAIGN / run
     d.mkdir(parents=True)
     for u in units:
-        (d / f"{u}.jsonl").write_bytes(record_lines(3, run, f"{u}-", seed=next(_SEEDS)))
+        recs = [json.loads(ln) | {"campaign": CAMPAIGN} for ln in record_lines(3, run, f"{u}-", seed=next(_SEEDS)).splitlines()]
+        (d / f"{u}.jsonl").write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in recs))
     (d / "planned.json").write_text(json.dumps({"units": planned if planned is not None else units}))
     (d / "complete.json").write_text(json.dumps({"run": run}))
 
@@ -260,3 +261,29 @@ def test_a_manifest_under_another_run_or_schema_is_refused():
         mf.parse(KEY, json.dumps(GOOD | {"complete": {"x": "a\x00"}}).encode())
     with pytest.raises(mf.ManifestError, match=r"^objects\[0\]\.key: .* not a unit file of this run"):
         mf.parse(KEY, json.dumps(GOOD | {"objects": [dict(GOOD["objects"][0], key="results/x/v1/r/a.jsonl.gz")]}).encode())
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_campaign_export_carries_its_completeness(moto, tmp_path, empty_db, fmt):
+    """`dnscamp export` writes every reader view with a campaign column: v_run_completeness's
+    text arrays (missing units and objects) as lists of strings (parquet) or JSON text (csv)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from dnscamp.opendata.export import export
+
+    spool = tmp_path / "v1"
+    spool_run(spool, R1, ["unit000", "unit001"])
+    ship_with_manifest(moto, spool, "v1", R1)
+    moto.client.delete_object(Bucket=BUCKET, Key=ship.object_key(CAMPAIGN, "v1", R1, "unit001"))
+    coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    out = tmp_path / "export"
+    files = export(empty_db, role_url(empty_db, "reader"), CAMPAIGN, out, fmt)
+    assert files["files"][f"v_run_completeness.{fmt}"] == 1
+    if fmt == "parquet":
+        row = pq.read_table(out / "v_run_completeness.parquet").to_pylist()[0]
+        assert row["missing_units"] == ["unit001"] and row["missing_objects"] == [ship.object_key(CAMPAIGN, "v1", R1, "unit001")]
+    else:
+        row = pacsv.read_csv(out / "v_run_completeness.csv").to_pylist()[0]
+        assert json.loads(row["missing_units"]) == ["unit001"]
+    assert row["manifest"] is True and row["units_planned"] == 2 and row["units_collected"] == 1
