@@ -148,6 +148,8 @@ def test_a_deleted_object_a_missing_manifest_and_a_corrupt_one_are_named(moto, t
     out = json.loads(r.stdout)
     assert r.exit_code == 1 and out["runs_complete"] == 0 and len(out["problems"]) == 4
     assert [x["run"] for x in out["runs"]] == [R1, R2, R3, R4] and out["runs"][0]["missing_objects"] == [gone]
+    r = CliRunner().invoke(app, ["campaign", "completeness", "no-such-campaign"])
+    assert r.exit_code == 1 and "campaign no-such-campaign: no run in the store" in r.stderr
 
     # repaired: the agent ships the lost unit again (its ledger line gone) and a good manifest
     # for R4; R2's arrives late. Unchanged objects are not downloaded again.
