@@ -387,6 +387,64 @@ class CollectedObject(Base):
     collected_at: Mapped[datetime] = mapped_column(
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
+    sha256: Mapped[str | None] = mapped_column(sa.Text)  # of the bytes downloaded (0027); NULL before
+
+
+class RunManifest(Base):
+    """A run's manifest as the collector read it (migration 0027, collectors/s3.py): the run it
+    names, the planned units and the body; a corrupt one keeps its one-line ``error``."""
+
+    __tablename__ = "run_manifests"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    campaign: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    vantage: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    run: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    etag: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    region: Mapped[str | None] = mapped_column(sa.Text)
+    instance_id: Mapped[str | None] = mapped_column(sa.Text)
+    units_planned: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
+    body: Mapped[Any] = mapped_column(JSONB, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    collected_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+
+    __table_args__ = (sa.Index("ix_run_manifests_run", "campaign", "vantage", "run"),)
+
+
+class RunManifestObject(Base):
+    """One object a manifest lists: its unit, key, sha256 of the gzipped body, bytes, records."""
+
+    __tablename__ = "run_manifest_objects"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    manifest_key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    unit: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    key: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    bytes: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    records: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+    __table_args__ = (
+        sa.ForeignKeyConstraint(["bucket", "manifest_key"], ["run_manifests.bucket", "run_manifests.key"],
+                                name="fk_run_manifest_objects_manifest", ondelete="CASCADE"),
+    )  # fmt: skip
+
+
+class CollectWatermark(Base):
+    """Per results/<campaign>/<vantage>/ prefix the greatest run id a listing saw (0027):
+    collectors list from there back a lookback, not the whole prefix."""
+
+    __tablename__ = "collect_watermarks"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    prefix: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    run: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
 
 
 # RIPE Atlas (migration 0005_atlas; collectors/atlas_store.py writes them)

@@ -160,3 +160,50 @@ def report_cmd(
         typer.echo(json.dumps(sections, default=str))
     else:
         report.render(sections)
+
+
+@app.command("completeness")
+def completeness_cmd(
+    campaign: str = typer.Argument(..., help="Campaign name."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object: the summary and every run."),
+) -> None:
+    """Per vantage and run: units planned (the run's manifest), collected, missing and
+    quarantined, from v_run_completeness. Names every missing object and every run whose
+    manifest never arrived or is corrupt. Exit 1 when anything is missing, a run lacks its
+    manifest, or the store knows no run of the campaign."""
+    import psycopg
+
+    from db import engine
+    from dnscamp import completeness
+    from vantage_agent.errors import first_line
+
+    try:
+        runs = completeness.report(engine.database_url("reader"), campaign)
+    except completeness.CompletenessError as exc:
+        die(str(exc), code=1)
+    except psycopg.OperationalError as exc:
+        die(f"cannot reach the store ({first_line(exc)}): run `dnscamp db up`", code=1)
+    total = completeness.summary(runs)
+    problems = [p for r in runs for p in r.problems()]
+    if as_json:
+        typer.echo(json.dumps({"campaign": campaign, **total, "problems": problems, "runs": [r.as_json() for r in runs]}))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table("vantage", "run", "manifest", "planned", "collected", "missing", "quarantined", box=None)
+        for r in runs:
+            t.add_row(r.vantage, r.run, "yes" if r.manifest else ("corrupt" if r.manifest_error else "no"),
+                      "" if r.units_planned is None else str(r.units_planned), str(r.units_collected),
+                      str(r.units_missing), str(r.units_quarantined))  # fmt: skip
+        Console(width=200).print(t)
+        for p in problems:
+            typer.echo(p)
+        pct = "n/a" if total["collected_pct"] is None else f"{total['collected_pct']:g} %"
+        typer.echo(f"{campaign}: runs {total['runs']}, complete {total['runs_complete']}, without a manifest "
+                   f"{total['runs_without_manifest']}; units planned {total['units_planned']}, collected "
+                   f"{total['units_collected']} ({pct} of planned), missing {total['units_missing']}, "
+                   f"quarantined {total['units_quarantined']}")  # fmt: skip
+    if not runs:
+        sys.stderr.write(f"dnscamp: campaign {campaign}: no run in the store (no manifest, no collected object)\n")
+    raise typer.Exit(1 if problems or not runs else 0)

@@ -24,7 +24,7 @@ STORE_DUCK = {
     "text": "VARCHAR", "character varying": "VARCHAR", "uuid": "VARCHAR", "integer": "INTEGER",
     "smallint": "SMALLINT", "bigint": "BIGINT", "double precision": "DOUBLE", "real": "FLOAT", "numeric": "DOUBLE",
     "boolean": "BOOLEAN", "jsonb": "VARCHAR", "json": "VARCHAR", "timestamp with time zone": "TIMESTAMP WITH TIME ZONE",
-    "date": "DATE", "ARRAY": "DOUBLE[]",
+    "date": "DATE", "ARRAY": "DOUBLE[]", "text[]": "VARCHAR[]",
 }  # fmt: skip
 
 

@@ -36,6 +36,7 @@ PG_TO_DUCK = {
     "jsonb": "JSON", "json": "JSON", "timestamp with time zone": "TIMESTAMPTZ",
     "timestamp without time zone": "TIMESTAMP", "date": "DATE",
     "ARRAY": "DOUBLE[]",  # the views' arrays are float8[] (v_atlas_ping.rtts_ms)
+    "text[]": "VARCHAR[]",  # but v_run_completeness's (opendata.pgarrow.columns names them so)
 }  # fmt: skip
 _NS_MS = "::HUGEINT - {b})::DOUBLE / 1e6"
 DERIVED: dict[str, dict[str, str]] = {

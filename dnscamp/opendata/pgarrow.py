@@ -19,13 +19,16 @@ ARROW = {
     "smallint": pa.int16(), "bigint": pa.int64(), "double precision": pa.float64(), "real": pa.float32(),
     "numeric": pa.float64(), "boolean": pa.bool_(), "jsonb": pa.string(), "json": pa.string(),
     "timestamp with time zone": pa.timestamp("us", tz="UTC"), "date": pa.date32(), "ARRAY": pa.list_(pa.float64()),
+    "text[]": pa.list_(pa.string()),  # v_run_completeness's missing units and objects; "ARRAY" is float8[]
 }  # fmt: skip
+ARRAYS = ("ARRAY", "text[]")
 
 
 def columns(conn: psycopg.Connection, like: str) -> dict[str, list[list[str]]]:
     """{relation: [[column, data_type], ...]} of the schema's tables and views named LIKE ``like``."""
     rows = conn.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "SELECT table_name, column_name, CASE WHEN data_type = 'ARRAY' AND udt_name = '_text' THEN 'text[]' "
+        "ELSE data_type END FROM information_schema.columns "
         "WHERE table_schema = current_schema() AND table_name LIKE %s ORDER BY table_name, ordinal_position",
         (like,),
     ).fetchall()
@@ -37,7 +40,7 @@ def columns(conn: psycopg.Connection, like: str) -> dict[str, list[list[str]]]:
 
 def schema(cols: list[list[str]], *, flat: bool = False) -> pa.Schema:
     """Arrow schema of store columns; ``flat`` (CSV) writes arrays as JSON text too."""
-    return pa.schema([pa.field(c, pa.string() if (flat and t == "ARRAY") else ARROW.get(t, pa.string())) for c, t in cols])
+    return pa.schema([pa.field(c, pa.string() if (flat and t in ARRAYS) else ARROW.get(t, pa.string())) for c, t in cols])
 
 
 def batch(rows: list[tuple], cols: list[list[str]], sch: pa.Schema, *, flat: bool = False) -> pa.RecordBatch:
@@ -45,7 +48,7 @@ def batch(rows: list[tuple], cols: list[list[str]], sch: pa.Schema, *, flat: boo
     arrays = []
     for i, (name, typ) in enumerate(cols):
         vals = [r[i] for r in rows]
-        if typ in JSONISH or (typ == "ARRAY" and flat):
+        if typ in JSONISH or (typ in ARRAYS and flat):
             vals = [None if v is None else orjson.dumps(v).decode() for v in vals]
         elif typ == "uuid":
             vals = [None if v is None else str(v) for v in vals]

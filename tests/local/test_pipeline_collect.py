@@ -53,10 +53,10 @@ def spool_run(spool: Path, campaign: str, run: str, units: int, per_unit: int, c
     return units * per_unit
 
 
-def put_objects(client, n_objects: int, per_object: int, prefix="results/c/v/r1/") -> int:
+def put_objects(client, n_objects: int, per_object: int, prefix="results/c/v/r1/", seed: int = 1000) -> int:
     for k in range(n_objects):
         client.put_object(Bucket=BUCKET, Key=f"{prefix}u{k:03d}.jsonl.gz",
-                          Body=gzip.compress(record_lines(per_object, seed=1000 + k), mtime=0))  # fmt: skip
+                          Body=gzip.compress(record_lines(per_object, seed=seed + k), mtime=0))  # fmt: skip
     return n_objects * per_object
 
 
@@ -158,8 +158,16 @@ def test_collector_killed_anywhere_then_rerun_gives_each_record_once(moto, empty
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
     p.wait(timeout=120)
+    # the killed collector's server session ends when Postgres sees its socket closed; until then
+    # it holds its object's advisory lock and a rerun skips that object as busy (for a later pass)
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        end = time.monotonic() + 30
+        while c.execute("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                        "WHERE l.locktype = 'advisory' AND d.datname = current_database()").fetchone()[0]:  # fmt: skip
+            assert time.monotonic() < end, "the killed collector's session still holds its lock after 30 s"
+            time.sleep(0.05)
     st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
-    assert st.quarantined == 0
+    assert st.quarantined == 0 and st.locked == 0
     assert counts(empty_db) == (total, total)
     with psycopg.connect(empty_db) as c:
         assert c.execute("SELECT count(*) FROM collected_objects").fetchone()[0] == 6
@@ -196,16 +204,21 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
     try:
         r = CliRunner().invoke(app, ["collect", f"s3://{BUCKET}/results/cli/", "--endpoint-url", moto.url, "--json"])
         assert r.exit_code == 0, r.output
-        assert json.loads(r.stdout.strip().splitlines()[-1]) | {"bytes": 0} == {
-            "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "bytes": 0, "ingested": 12, "duplicates": 0,
-            "quarantined": 0}  # fmt: skip
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert {k: out[k] for k in ("listed", "collected", "unchanged", "locked", "ingested", "duplicates",
+                                    "quarantined", "manifests_corrupt", "full_listing")} == {
+            "listed": 3, "collected": 3, "unchanged": 0, "locked": 0, "ingested": 12, "duplicates": 0,
+            "quarantined": 0, "manifests_corrupt": 0, "full_listing": True}  # fmt: skip
+        # one GET per object: the 3 units and the run's manifest when the agent ships one
+        assert out["list_requests"] == 1 and out["get_requests"] == 3 + out["manifests"] and out["bytes"] > 0
     finally:  # the session's store is empty_db's template: leave it as it was
         from db import engine
 
         with psycopg.connect(engine.database_url("owner")) as c:
             ids = [json.loads(ln)["id"] for f in spool.glob("*/*/*.jsonl") for ln in f.read_text().splitlines()]
             c.execute("DELETE FROM results WHERE id = ANY(%s::uuid[])", (ids,))
-            c.execute("DELETE FROM collected_objects WHERE bucket = %s", (BUCKET,))
+            for table in ("collected_objects", "run_manifests", "collect_watermarks"):
+                c.execute(f"DELETE FROM {table} WHERE bucket = %s", (BUCKET,))  # noqa: S608
     r = CliRunner().invoke(app, ["collect", "not-a-uri"])
     assert r.exit_code == 2 and "not an s3://bucket/prefix URI" in r.output
 
@@ -258,3 +271,191 @@ def test_s3_down_keeps_the_hars_queued_too(moto, tmp_path):
     moto.start()
     back = ship.ship(spool, BUCKET, "v")
     assert (back.shipped, back.artifacts_shipped) == (1, 1)
+
+
+# --- incremental listing, truncated downloads, a watch that outlives S3 -------------------------
+
+
+def _run_id(hours_ago: float, now: float = 1_795_000_000.0) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(now - hours_ago * 3600, timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-r-abcdef"
+
+
+def test_incremental_listing_lists_recent_runs_and_a_full_one_catches_late_objects(moto, empty_db, monkeypatch):
+    """Per results/<c>/<v>/ the greatest run id seen (collect_watermarks); an incremental pass
+    lists each vantage from LOOKBACK_H before it. An object of an old run shipped late is found
+    by the next full listing."""
+    uri = f"s3://{BUCKET}/results/"
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 2)  # LIST pages of 2 keys: this bucket lists like a large one
+    total = 0
+    for i, v in enumerate(("v1", "v2")):
+        for j, h in enumerate((30, 20, 10, 0)):
+            total += put_objects(moto.client, 2, 3, prefix=f"results/c/{v}/{_run_id(h)}/", seed=2000 + 10 * (4 * i + j))
+    st = coll.collect(uri, empty_db, client=moto.client)
+    assert (st.collected, st.full_listing, st.list_requests, st.get_requests) == (16, True, 1, 16)
+    with psycopg.connect(empty_db) as c:
+        assert dict(c.execute("SELECT prefix, run FROM collect_watermarks").fetchall()) == {
+            "results/c/v1/": _run_id(0), "results/c/v2/": _run_id(0)}  # fmt: skip
+    # an incremental pass: one listing per vantage seen, from 6 h before its newest run: only the
+    # newest run of each, 2 objects each, is listed
+    st = coll.collect(uri, empty_db, client=moto.client, full=False)
+    assert (st.full_listing, st.listed, st.unchanged, st.list_requests, st.get_requests) == (False, 4, 4, 2, 0)
+    total += put_objects(moto.client, 1, 3, prefix=f"results/c/v1/{_run_id(-1)}/", seed=3000)  # a new run
+    late = put_objects(moto.client, 1, 3, prefix=f"results/c/v2/{_run_id(20)}/x", seed=3010)  # a late unit of an old run
+    st = coll.collect(uri, empty_db, client=moto.client, full=False)
+    assert (st.collected, st.listed, st.full_listing) == (1, 5, False)
+    assert counts(empty_db) == (total, total)
+    st = coll.collect(uri, empty_db, client=moto.client, full=True)
+    assert (st.collected, st.unchanged, st.list_requests) == (1, 17, 1)
+    assert counts(empty_db) == (total + late, total + late)
+    # with S3's 1,000 keys a page, this bucket is one LIST: incremental would take two, so it lists fully
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 1000)
+    st = coll.collect(uri, empty_db, client=moto.client, full=False)
+    assert (st.full_listing, st.list_requests, st.listed) == (True, 1, 18)
+    # a watermark never goes back (several collectors share it)
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute(coll._WATERMARK, (BUCKET, "results/c/v1/", _run_id(50)))
+        assert c.execute("SELECT run FROM collect_watermarks WHERE prefix = 'results/c/v1/'").fetchone()[0] == _run_id(-1)
+
+
+def test_incremental_listing_of_a_narrower_prefix_and_one_outside_the_layout(moto, empty_db):
+    put_objects(moto.client, 2, 2, prefix=f"results/c/v1/{_run_id(0)}/")
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client, full=False)
+    # no vantage known yet: found by delimiter listings (results/, results/c/), then listed
+    assert (st.collected, st.list_requests, st.full_listing) == (2, 3, False)
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute("TRUNCATE collected_objects, collect_watermarks")
+    put_objects(moto.client, 1, 2, prefix="elsewhere/")
+    st = coll.collect(f"s3://{BUCKET}/results/c/v1/", empty_db, client=moto.client, full=False)
+    assert (st.collected, st.list_requests, st.full_listing) == (2, 1, False)  # the vantage prefix itself
+    st = coll.collect(f"s3://{BUCKET}/elsewhere/", empty_db, client=moto.client, full=False)
+    assert (st.collected, st.full_listing) == (1, True)  # not results/<c>/<v>/...: listed whole
+    assert coll.run_start_after(_run_id(0), 6) == _run_id(6)[:16] and coll.run_start_after("r1", 6) is None
+
+
+def _truncate_gets(client, times: int) -> list[int]:
+    """botocore's own event: the first ``times`` GetObject bodies cut to half their bytes while
+    the response still announces the whole ContentLength (a connection dropped mid-body)."""
+    import io
+
+    from botocore.response import StreamingBody
+
+    cut = []
+
+    def handler(http_response, parsed, **_):
+        if len(cut) < times and "Body" in parsed:
+            data = parsed["Body"].read()
+            parsed["Body"] = StreamingBody(io.BytesIO(data[: len(data) // 2]), len(data))
+            cut.append(len(data))
+
+    client.meta.events.register("after-call.s3.GetObject", handler)
+    return cut
+
+
+def test_a_truncated_download_is_fetched_again_not_ingested(moto, empty_db, monkeypatch):
+    monkeypatch.setattr(coll.time, "sleep", lambda s: None)
+    total = put_objects(moto.client, 2, 50)
+    cut = _truncate_gets(moto.client, 1)
+    st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    assert len(cut) == 1 and (st.retried_downloads, st.get_requests, st.collected, st.quarantined) == (1, 3, 2, 0)
+    assert counts(empty_db) == (total, total)
+    with psycopg.connect(empty_db) as c:
+        shas = dict(c.execute("SELECT key, sha256 FROM collected_objects").fetchall())
+    body = moto.client.get_object(Bucket=BUCKET, Key="results/c/v/r1/u000.jsonl.gz")["Body"].read()
+    assert shas["results/c/v/r1/u000.jsonl.gz"] == __import__("hashlib").sha256(body).hexdigest()
+
+
+def test_a_body_truncated_every_time_stops_the_pass_and_stores_nothing_of_it(moto, empty_db, monkeypatch):
+    monkeypatch.setattr(coll.time, "sleep", lambda s: None)
+    put_objects(moto.client, 1, 50)
+    _truncate_gets(moto.client, 99)
+    with pytest.raises(coll.S3Unavailable, match=r"u000\.jsonl\.gz: download truncated 3 times \(IncompleteReadError"):
+        coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
+    assert counts(empty_db) == (0, 0)
+    with psycopg.connect(empty_db) as c:
+        assert c.execute("SELECT count(*) FROM collected_objects").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 0
+
+
+def test_watch_backs_off_logs_each_failure_once_and_lists_fully_every_k_passes(moto, empty_db, monkeypatch):
+    """In-process, with a recorded sleep: 1, 2, 4 ... capped; one log line for the outage and
+    one for the recovery whatever the number of retries; full listings on passes 0, 3, 6."""
+    monkeypatch.setattr(coll, "LIST_PAGE_KEYS", 1)  # or a bucket this small is always listed fully
+    put_objects(moto.client, 1, 2)
+    slept, logged, passes = [], [], []
+    plan = iter([None, None, "down"] + ["down"] * 7 + ["up"] + [None] * 5)
+
+    def sleep(s):
+        slept.append(s)
+        step = next(plan, None)
+        if step == "down" and moto.up:
+            moto.stop()
+        elif step == "up":
+            moto.start()
+
+    client = coll.s3_client(moto.url, max_attempts=1, connect_timeout=0.5)
+    coll.watch(f"s3://{BUCKET}/results/", empty_db, interval_s=5, on_pass=passes.append, full_every=3, passes=7,
+               log=logged.append, sleep=sleep, client=client)  # fmt: skip
+    assert [s.full_listing for s in passes] == [True, False, False, True, False, False, True]
+    assert sum(s.collected for s in passes) == 1
+    backoff = [s for s in slept if s != 5]
+    assert backoff == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert len(logged) == 2, logged
+    assert "EndpointConnectionError" in logged[0] and "retrying" in logged[0]
+    assert logged[1].startswith("S3 answers again: 8 failed passes")
+
+
+WATCHER = """
+import json, sys
+from collectors import s3
+s3.LIST_PAGE_KEYS = 1  # or a bucket this small is always listed fully
+s3.watch(sys.argv[1], sys.argv[2], interval_s=0.3, on_pass=lambda st: print(json.dumps(st.as_json()), flush=True),
+         endpoint_url=sys.argv[3], full_every=4, backoff_s=(0.2, 1.0))
+"""
+
+
+def test_collect_watch_outlives_an_s3_outage(moto, empty_db):
+    """A `collect --watch` subprocess; moto's server is stopped for 4 s under it and started again
+    on the same port: the collector waits, says so once, resumes and collects everything once."""
+    import threading
+
+    total = put_objects(moto.client, 4, 20)
+    p = subprocess.Popen([sys.executable, "-c", WATCHER, f"s3://{BUCKET}/results/", empty_db, moto.url],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lines: list[dict] = []
+    reader = threading.Thread(target=lambda: [lines.append(json.loads(ln)) for ln in p.stdout], daemon=True)
+    reader.start()
+
+    def wait_for(cond, what: str, timeout: float = 60):
+        end = time.monotonic() + timeout
+        while not cond():
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < end, f"{what}: {lines[-3:]}"
+            time.sleep(0.1)
+
+    try:
+        wait_for(lambda: sum(x["collected"] for x in lines) == 4, "the first objects")
+        moto.stop()
+        time.sleep(4)
+        n_before = len(lines)
+        moto.start()
+        total += put_objects(moto.client, 3, 20, prefix="results/c/v/r2/", seed=4000)
+        wait_for(lambda: sum(x["collected"] for x in lines) == 7, "the objects after the outage")
+        wait_for(lambda: len(lines) > n_before + 4, "more passes")
+    finally:
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    err = p.stderr.read()
+    failures = [ln for ln in err.splitlines() if "retrying" in ln]
+    assert 1 <= len(failures) <= 2 and len(set(failures)) == len(failures), err  # once, not per retry
+    assert err.count("S3 answers again") == 1, err
+    assert counts(empty_db) == (total, total)
+    with psycopg.connect(empty_db) as c:
+        assert c.execute("SELECT count(*), sum(ingested) FROM collected_objects").fetchone() == (7, total)
+    assert sum(x["collected"] for x in lines) == 7 and all(x["quarantined"] == 0 for x in lines)
+    assert any(x["full_listing"] for x in lines[1:]) and any(not x["full_listing"] for x in lines)
