@@ -202,53 +202,98 @@ def destroy_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str
 
 @app.command("status")
 def status_command(spec: Path = SPEC, endpoint_url: str | None = ENDPOINT, profile: str | None = PROFILE,
-                   as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
-    """The fleet's instances (by tag campaign=<name>, every region of the spec) and, per vantage,
-    the time of its newest upload under results/<campaign>/<vantage>/ and the last status
-    object of each of its regions (status/<vantage>/<region>.json)."""
+                   as_json: bool = typer.Option(False, "--json", help="One JSON document."),
+                   launch_grace_min: float = typer.Option(20.0, "--launch-grace-min", min=0,
+                                                          help="Minutes a new instance may go without a status."),
+                   seen: Path | None = typer.Option(None, "--seen", help=(
+                       "A file of skipped-firing counts already reported (read, then rewritten): only new "
+                       "skipped firings raise the flag, so a cron job alerts once per skip.")),
+                   no_ec2: bool = typer.Option(False, "--no-ec2", help=(
+                       "Judge the status objects alone, asking EC2 nothing (a rehearsal's S3, where no "
+                       "instance exists): every status counts as live, no_status is never raised."))) -> None:
+    """The fleet's instances (tag campaign=<name>, every region of the spec) with each one's status
+    object (status/<campaign>/<vantage>/<region>/<instance_id>.json) and what needs an operator:
+    no status after launch, stale, skipped firings, low disk, clock skew, bootstrap error, disk
+    floor, corrupt status, ended but still running. Exit 1 when anything is flagged."""
     from dnscamp.fleet import aws, render
+    from dnscamp.fleet import status as fstatus
 
     s, _ = _spec(spec)
     if s.fleet is None:
         die(f"{spec}: fleet: no [fleet] section")
     try:
         sess = aws.session(profile)
-        found = aws.instances(sess, s, render.regions(s), endpoint_url)
+        found = [] if no_ec2 else aws.instances(sess, s, render.regions(s), endpoint_url)
         s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
+        statuses = fstatus.read_statuses(s3, s.fleet.results_bucket, s.campaign.name)
         vantages = {}
         for v in s.ec2_vantages():
             up = aws.last_upload(s3, s.fleet.results_bucket, s.campaign.name, v.id)
-            st = aws.statuses(s3, s.fleet.results_bucket, v.id)
-            vantages[v.id] = {"last_upload": up[1].isoformat() if up else None, "last_upload_key": up[0] if up else None,
-                              "statuses": {r: {"time": t.isoformat(), "status": b} for r, (t, b) in sorted(st.items())}}
+            vantages[v.id] = {"last_upload": up[1].isoformat() if up else None, "last_upload_key": up[0] if up else None}
     except UsageError as exc:
         die(str(exc), code=1)
     except Exception as exc:  # botocore: no credentials, no such bucket, access denied, ...
         die(f"fleet status: {aws.one_line(exc)}", code=1)
+    from datetime import datetime, timezone
+
+    baseline = None
+    if seen is not None:
+        try:
+            baseline = {str(k): int(v) for k, v in json.loads(seen.read_text()).items()} if seen.exists() else {}
+        except (ValueError, TypeError, AttributeError, OSError) as exc:
+            die(f"{seen}: not a JSON object of instance id -> count ({' '.join(str(exc).split())[:120]})")
+    raised = fstatus.flags(statuses, None if no_ec2 else found, datetime.now(timezone.utc), launch_grace_min=launch_grace_min,
+                           stale_min=fstatus.stale_minutes(s.campaign.schedule),
+                           disk_floor_bytes=int(getattr(s.fleet, "disk_floor_mib", fstatus.DEFAULT_DISK_FLOOR_MIB))
+                           * fstatus.MIB, skipped_seen=baseline)
+    if seen is not None:
+        counts = dict(baseline or {})
+        counts.update({st["instance_id"]: st.get("skipped_firings") or 0 for st in statuses if not st.get("corrupt")})
+        seen.write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
+    by_id = {st["instance_id"]: st for st in statuses}
     if as_json:
         typer.echo(json.dumps({
             "campaign": s.campaign.name,
             "instances": [{"region": i.region, "id": i.id, "state": i.state, "type": i.type, "vantage": i.vantage,
-                           "launched": i.launched.isoformat() if i.launched else None, "public_ip": i.public_ip}
+                           "launched": i.launched.isoformat() if i.launched else None, "public_ip": i.public_ip,
+                           "status_key": by_id[i.id]["key"] if i.id in by_id else None}
                           for i in found],
+            "statuses": [{k: v for k, v in st.items()} for st in statuses],
+            "pending_units": fstatus.pending_total(
+                statuses, None if no_ec2 else [i.id for i in found if i.state in fstatus.LIVE_STATES]),
+            "flags": [f.as_json() for f in raised],
             "vantages": vantages,
         }, indent=2, default=str))
-        return
-    typer.echo(f"campaign {s.campaign.name}: {len(found)} instance(s) tagged campaign={s.campaign.name}")
+        raise typer.Exit(1 if raised else 0)
+    typer.echo(f"campaign {s.campaign.name}: {len(found)} instance(s) tagged campaign={s.campaign.name}, "
+               f"{len(statuses)} status object(s)")
+    ids = {i.id for i in found}
     for i in sorted(found, key=lambda i: (i.vantage, i.region, i.id)):
+        st = by_id.get(i.id)
         typer.echo(f"  {i.vantage:<16} {i.region:<15} {i.id:<20} {i.state:<11} {i.type:<12} "
                    f"{i.public_ip or '-':<15} launched {i.launched.isoformat() if i.launched else '-'}")
+        typer.echo(f"      status: {fstatus.summary(st) + ' at ' + str(st.get('last_modified')) if st else 'none'}")
+    for st in statuses:
+        if st["instance_id"] not in ids:
+            typer.echo(f"  {st['vantage']:<16} {st['region']:<15} {st['instance_id']:<20} "
+                       f"{'' if no_ec2 else '(not in EC2) '}"
+                       f"status: {fstatus.summary(st)} at {st.get('last_modified')}")
     for vid, d in vantages.items():
-        typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}"
-                   + ("" if d["statuses"] else "; no status object yet"))
-        for region, st in d["statuses"].items():
-            typer.echo(f"    {region}: status at {st['time']} {json.dumps(st['status'], default=str)[:200]}")
+        typer.echo(f"  vantage {vid}: last upload {d['last_upload'] or 'none'}")
+    if raised:
+        typer.echo(f"{len(raised)} flag(s):")
+        for f in raised:
+            typer.echo(f"  FLAG {f.line()}")
+        raise typer.Exit(1)
+    typer.echo("no flags")
 
 
 @app.command("cost")
 def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json", help="One JSON document.")) -> None:
-    """The bill before anything is created: instance-hours x on-demand price per region (from
-    infra/prices/ec2-on-demand.json, dated, not live), EBS, S3, data transfer, Atlas credits."""
+    """The bill before anything is created, each line a count x a price (infra/prices/ec2-on-demand.json,
+    every price with its source and date; `fleet prices update` refreshes the instance-hours):
+    instances, IPv4, EBS, uploads as the agents make them (objects per firing x the schedule's
+    firings), the collector's GET/LIST and egress, S3 storage with noncurrent versions, Atlas credits."""
     from dnscamp.fleet import cost
 
     s, _ = _spec(spec)
@@ -257,6 +302,47 @@ def cost_command(spec: Path = SPEC, as_json: bool = typer.Option(False, "--json"
     except cost.CostError as exc:
         die(str(exc))
     typer.echo(json.dumps(b.to_dict(), indent=2) if as_json else b.describe())
+
+
+prices_app = typer.Typer(help="The price table `fleet cost` multiplies (infra/prices/ec2-on-demand.json).",
+                         no_args_is_help=True)
+app.add_typer(prices_app, name="prices")
+
+
+@prices_app.command("update")
+def prices_update_command(
+    regions: str = typer.Option(None, "--regions", help="Comma list of regions (default: every region of the table)."),
+    types: str = typer.Option(None, "--types", help="Comma list of instance types to add (beside the table's)."),
+    file: Path = typer.Option(None, "--file", help="The price table (default: infra/prices/ec2-on-demand.json)."),
+    profile: str | None = PROFILE, endpoint_url: str | None = ENDPOINT,
+) -> None:
+    """Read the on-demand Linux instance-hour prices (shared tenancy) of the table's regions and
+    types from the AWS Price List API (boto3 `pricing`, us-east-1) and rewrite the table, each
+    price with its source and today's date. Nothing is written when any price cannot be read."""
+    import os
+
+    from dnscamp.fleet import aws, cost
+
+    path = file or cost.PRICES
+    try:
+        table = cost.load_prices(path)
+    except (OSError, ValueError) as exc:
+        die(f"{path}: {' '.join(str(exc).split())[:200]}")
+    try:
+        pricing = aws.client(aws.session(profile), "pricing", cost.PRICING_REGION, endpoint_url)
+        new, changed = cost.update_prices(pricing, table, _csv(regions), _csv(types))
+    except cost.CostError as exc:
+        die(f"{path}: {exc}", code=1)
+    except UsageError as exc:
+        die(str(exc), code=1)
+    except Exception as exc:  # botocore: no credentials, access denied, throttled, ...
+        die(f"fleet prices update: {aws.one_line(exc)}", code=1)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(new, indent=2) + "\n")
+    os.replace(tmp, path)
+    for line in changed:
+        typer.echo(f"  {line}")
+    typer.echo(f"fleet: {path.name}: instance-hour prices read on {new['date']}, {len(changed)} changed")
 
 
 def _csv(v: str | None) -> list[str] | None:

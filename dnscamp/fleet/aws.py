@@ -1,18 +1,15 @@
 """boto3 for `dnscamp fleet`: clients from the standard credential chain (``--profile``,
 environment, SSO, instance role; nothing is read, stored or printed here), the fleet's
-instances by tag, and each vantage's last upload and status object in the results bucket."""
+instances by tag, and each vantage's last upload in the results bucket (status objects:
+dnscamp.fleet.status)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from dnscamp.errors import UsageError
 from dnscamp.spec import CampaignSpec
-
-STATUS_MAX_BYTES = 64 * 1024  # a status object is a small JSON document; never print more
 
 
 class AwsError(UsageError):
@@ -76,23 +73,6 @@ def last_upload(s3, bucket: str, campaign: str, vantage: str) -> tuple[str, date
             if newest is None or o["LastModified"] > newest[1]:
                 newest = (o["Key"], o["LastModified"])
     return newest
-
-
-def statuses(s3, bucket: str, vantage: str) -> dict[str, tuple[datetime, Any]]:
-    """The vantage's status objects, status/<vantage>/<region>.json, by region: (time, parsed
-    JSON or its text); {} when none was written."""
-    out: dict[str, tuple[datetime, Any]] = {}
-    prefix = f"status/{vantage}/"
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for entry in page.get("Contents", []):
-            region = entry["Key"][len(prefix):].removesuffix(".json")
-            o = s3.get_object(Bucket=bucket, Key=entry["Key"], Range=f"bytes=0-{STATUS_MAX_BYTES - 1}")
-            body = o["Body"].read(STATUS_MAX_BYTES).decode("utf-8", "replace")
-            try:
-                out[region] = (o["LastModified"], json.loads(body))
-            except ValueError:
-                out[region] = (o["LastModified"], body)
-    return out
 
 
 def empty_bucket(s3, bucket: str) -> int:
