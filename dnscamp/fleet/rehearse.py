@@ -263,6 +263,7 @@ class Rehearsal:
         self.mounts: list[Path] = []
         self.outage_rule: list[str] | None = None
         self.observed: dict[str, dict[str, Any]] = {}  # status objects seen, by instance id: first and last of each phase
+        self.flags_seen: dict[tuple[str, str], str] = {}  # (instance id, flag) -> its detail when first raised
         self.log = log
         self.tag = secrets.token_hex(2)
         self.out_dir = Path(out_dir) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{self.tag}"
@@ -437,7 +438,9 @@ class Rehearsal:
         """Read every status object of the campaign (as `fleet status` does) and keep, per
         instance, the first status of each phase, the largest clock offset, the ship errors and
         every status that counted skipped firings."""
-        from dnscamp.fleet.status import read_statuses
+        from datetime import datetime, timezone
+
+        from dnscamp.fleet.status import flags, read_statuses
 
         try:
             sts = read_statuses(s3, self.bucket, self.spec.campaign.name)
@@ -463,6 +466,13 @@ class Rehearsal:
             o["pending_max"] = max(o["pending_max"], st.get("pending_units") or 0)
             if st.get("last_firing"):
                 o["runs"].add(st["last_firing"].get("run"))
+        # what `fleet status --no-ec2` would flag now (no EC2 in a rehearsal): first time seen
+        sched = self.spec.campaign.schedule
+        floor = int(getattr(self.spec.fleet, "disk_floor_mib", 1024)) << 20
+        from dnscamp.fleet.status import stale_minutes
+
+        for fl in flags(sts, None, datetime.now(timezone.utc), stale_min=stale_minutes(sched), disk_floor_bytes=floor):
+            self.flags_seen.setdefault((fl.instance_id, fl.what), fl.detail)
 
     def _fire_pids(self, inst: Instance) -> list[int]:
         """PIDs of `dnscamp schedule fire` processes of this instance (its spec's path names it)."""
@@ -734,6 +744,15 @@ class Rehearsal:
         if fl.get("disk_fill"):
             ph = self.observed.get(self.instance_id(last), {}).get("phases", {})
             fl["disk_fill"]["disk_floor_status_at"] = ph.get("disk_floor")
+        fl["flags"] = [f"{iid} {what}: {detail}" for (iid, what), detail in sorted(self.flags_seen.items())]
+        want = []
+        if self.faults and self.faults.clock_offset_s:
+            want.append((self.instance_id(first), "clock_skew"))
+        if fl.get("disk_fill"):
+            want.append((self.instance_id(last), "disk_floor"))
+        for iid, what in want:
+            if (iid, what) not in self.flags_seen:
+                rep.problems.append(f"fault not shown by fleet status: no {what} flag for {iid}")
         fl["observed"] = {k: {**v, "runs": sorted(v["runs"])} if isinstance(v.get("runs"), set) else v
                           for k, v in self.observed.items()}  # fmt: skip
         log = (self.out_dir / "collect-watch.log")
