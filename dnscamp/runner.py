@@ -41,6 +41,7 @@ from vantage_agent.spool import SpoolWriter, write_atomic
 
 RUNNABLE_PROVIDERS = ("local", "testbed")
 EXECUTED = "executed.ndjson"  # the start order of the units, in the run dir
+PLANNED = "planned.json"  # the unit ids of the run that this machine runs (its manifest's units_planned)
 
 
 @dataclass
@@ -202,6 +203,26 @@ def _write_plan_json(path: Path, meta: dict[str, Any], order: Iterator[str]) -> 
         raise
 
 
+def write_planned(path: Path, ids: Iterator[str]) -> None:
+    """planned.json, ``{"units": [...]}``: the unit ids of the run that this machine runs (the
+    run's manifest names them as planned), streamed and atomic like plan.json."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write('{"units": [')
+            sep = "\n "
+            for uid in ids:
+                f.write(sep + json.dumps(uid))
+                sep = ",\n "
+            f.write("\n]}\n" if sep != "\n " else "]}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def run(
     spec: CampaignSpec,
     *,
@@ -232,6 +253,9 @@ def run(
         _write_plan_json(run_dir / "plan.json", meta, the_plan.ids())
     else:
         resumed = True
+    if not (run_dir / PLANNED).exists():  # also for a run resumed from before planned.json
+        here = {i for i, b in enumerate(the_plan.blocks) if runs_here(b.vantage)}
+        write_planned(run_dir / PLANNED, (uid for b, uid in the_plan.cells(shuffled=True) if b in here))
     summary = RunSummary(spec.campaign.name, run_id, the_plan.seed, run_dir, the_plan.size, resumed=resumed)
     spool = SpoolWriter(spool_dir)
     # Done units: a unit's spool file (<run_dir>/<unit id>.jsonl) exists. Counted per block of

@@ -1,6 +1,7 @@
-"""What `dnscamp schedule install|list|remove|fire` does with a spec's ``[campaign.schedule]``
-(its model, ScheduleSpec, lives with the spec in dnscamp.spec): the cron.d file or crontab
-block, and one firing (jitter, the campaign run in a supervised child, timeouts, ship).
+"""What `dnscamp schedule install|list|remove|fire|skipped` does with a spec's
+``[campaign.schedule]`` (its model, ScheduleSpec, lives with the spec in dnscamp.spec): the
+cron.d file or crontab block, and one firing (end of life, spool pruning and the disk floor,
+jitter, the campaign run in a supervised child, timeouts, ship and status).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Callable
@@ -124,6 +125,9 @@ def install(sched: ScheduleSpec, campaign: str, spec_path: Path, home: Path) -> 
     spec_path = spec_path.resolve()
     for d in (lock_path(home, campaign).parent, log_path(home, campaign).parent):
         d.mkdir(parents=True, exist_ok=True)
+    from vantage_agent.agent_state import ensure_launched
+
+    ensure_launched(home, campaign)  # the end of life counts from the first install on this machine
     line = cron_line(sched, campaign, spec_path, home, system=system_wide())
     if system_wide():
         from vantage_agent.spool import write_atomic  # cron reads the file whole or not at all
@@ -210,38 +214,96 @@ def load_env_file(path: Path) -> None:
 
 @dataclass
 class Firing:
-    run: str
+    run: str | None  # None when the firing did not measure (end of life, disk floor)
     resumed: bool
-    exit_code: int | None  # the run's exit code; None when it was stopped at max_runtime_s
+    exit_code: int | None  # the run's exit code; None when it was stopped at max_runtime_s (or did not run)
     timed_out_units: int = 0
     shipped: dict | None = None
+    phase: str = "measuring"  # the status it wrote: measuring, disk_floor or ended
+    pruned: dict | None = None
+
+
+def fleet_setting(spec, name: str, default):
+    """A [fleet] setting of the agent's spec (its default without a [fleet] section)."""
+    return getattr(spec.fleet, name, default) if getattr(spec, "fleet", None) is not None else default
+
+
+def end_of_life(spec, home: Path) -> datetime | None:
+    """When this agent stops measuring: its launched_at + [fleet] days; None without [fleet]."""
+    from vantage_agent import agent_state
+
+    if getattr(spec, "fleet", None) is None:
+        return None
+    launched = agent_state.parse_iso(agent_state.ensure_launched(home, spec.campaign.name))
+    return launched + timedelta(days=float(spec.fleet.days))
+
+
+def record_skipped(home: Path, campaign: str) -> dict:
+    """Count a firing that found the previous one still holding the lock; returns the state."""
+    from vantage_agent import agent_state
+
+    with agent_state.updating(home, campaign) as st:
+        st["skipped_firings"] = int(st["skipped_firings"] or 0) + 1
+        st["last_skipped_at"] = agent_state.now_iso()
+        return dict(st)
+
+
+def shutdown_at_end(log: logging.Logger) -> None:
+    """Power the instance off a minute from now, on EC2 only: its user data sets
+    DNSCAMP_SHUTDOWN_AT_END=1 (the instance's shutdown behaviour decides stop or terminate)."""
+    if os.environ.get("DNSCAMP_SHUTDOWN_AT_END") != "1":
+        log.info("end of life: not an instance that shuts itself down (DNSCAMP_SHUTDOWN_AT_END unset)")
+        return
+    p = subprocess.run(["shutdown", "-h", "+1"], capture_output=True, text=True)
+    log.warning("end of life: shutdown -h +1: exit %d %s", p.returncode, (p.stderr or p.stdout).strip()[:200])
+
+
+def close_run(spec, spool_dir: Path, run_id: str, *, status: str, reason: str, summary: dict,
+              count_field: str) -> int | None:  # fmt: skip
+    """Every unit of the run that did not finish gets one record of ``status`` (its own spool
+    file, so it is done), and the run is complete, so no later firing resumes it. Returns the
+    number of such units; None for a run made from another spec text (its plan cannot be
+    rebuilt: complete.json then says so, and its unrun units stay missing, by name, from its
+    manifest's planned units)."""
+    from dnscamp import runner
+    from dnscamp.planner import plan as make_plan
+    from vantage_agent.kind import make_record, utcnow
+    from vantage_agent.spool import SpoolWriter, write_atomic
+
+    run_dir = spool_dir / spec.campaign.name / run_id
+    try:
+        same = json.loads((run_dir / "plan.json").read_text()).get("spec_sha256") == spec.sha256
+    except (OSError, ValueError, AttributeError):
+        same = not (run_dir / "plan.json").exists()  # a run stopped before it wrote plan.json is this spec's
+    if not same:
+        write_atomic(run_dir / "complete.json", json.dumps({**summary, "campaign": spec.campaign.name, "run": run_id,
+                                                            "closed_without_plan": reason}, indent=1).encode())  # fmt: skip
+        return None
+    the_plan = make_plan(spec, run_id, max_units=None)
+    done = {e.name[: -len(".jsonl")] for e in os.scandir(run_dir) if e.name.endswith(".jsonl")} if run_dir.is_dir() else set()
+    runnable = {i for i, b in enumerate(the_plan.blocks) if runner.runs_here(b.vantage)}
+    spool, n, now = SpoolWriter(spool_dir), 0, utcnow()
+    for u in the_plan.units(blocks=runnable):
+        if u.id not in done:
+            spool.write([make_record(runner.as_run_here(u), started_at=now, body={}, status=status, error=reason)], name=u.id)
+            n += 1
+    if not (run_dir / runner.PLANNED).exists():  # stopped before the runner wrote it: the same units
+        run_dir.mkdir(parents=True, exist_ok=True)
+        runner.write_planned(run_dir / runner.PLANNED, (uid for b, uid in the_plan.cells(shuffled=True) if b in runnable))
+    out = {"campaign": spec.campaign.name, "run": run_id, **summary, count_field: n, "units_total": the_plan.size}
+    write_atomic(run_dir / "complete.json", json.dumps(out, indent=1).encode())
+    return n
 
 
 def mark_timeout(spec, spool_dir: Path, run_id: str, max_runtime_s: float) -> int:
     """After a run was stopped at max_runtime_s: every unit it did not finish gets one
-    ``timeout`` record (its own spool file, so it is done), and the run is complete, so no
-    later firing resumes it. Returns the number of such units."""
-    from dnscamp import runner
-    from dnscamp.planner import plan as make_plan
+    ``timeout`` record, and the run is complete. Returns the number of such units."""
     from vantage_agent.errors import Timeout
-    from vantage_agent.kind import make_record, utcnow
-    from vantage_agent.spool import SpoolWriter, write_atomic
 
-    the_plan = make_plan(spec, run_id, max_units=None)
-    run_dir = spool_dir / spec.campaign.name / run_id
-    done = {e.name[: -len(".jsonl")] for e in os.scandir(run_dir) if e.name.endswith(".jsonl")} if run_dir.is_dir() else set()
-    runnable = {i for i, b in enumerate(the_plan.blocks) if runner.runs_here(b.vantage)}
-    spool, n, now = SpoolWriter(spool_dir), 0, utcnow()
     reason = f"{Timeout.__name__}: the scheduled run was stopped at max_runtime_s = {max_runtime_s:g} s before this unit ended"
-    for u in the_plan.units(blocks=runnable):
-        if u.id not in done:
-            spool.write([make_record(runner.as_run_here(u), started_at=now, body={}, status=Timeout.status, error=reason)],
-                        name=u.id)
-            n += 1
-    summary = {"campaign": spec.campaign.name, "run": run_id, "stopped_at_max_runtime_s": max_runtime_s,
-               "units_timeout": n, "units_total": the_plan.size}  # fmt: skip
-    write_atomic(run_dir / "complete.json", json.dumps(summary, indent=1).encode())
-    return n
+    n = close_run(spec, spool_dir, run_id, status=Timeout.status, reason=reason,
+                  summary={"stopped_at_max_runtime_s": max_runtime_s}, count_field="units_timeout")  # fmt: skip
+    return n or 0
 
 
 # The supervised child of a firing: a fresh interpreter (its own session, so that the stop at
@@ -284,26 +346,102 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _ship(ship: Callable[..., dict] | None, log: logging.Logger, **kw) -> dict | None:
+    if ship is None:
+        return None
+    try:
+        out = ship(**kw)
+        log.info("ship: %s", json.dumps(out))
+        return out
+    except Exception as exc:  # a failed ship is retried by the next firing: the queue waits on disk
+        log.warning("ship failed (the next firing ships the queue): %s: %s", type(exc).__name__, str(exc)[:300])
+        return None
+
+
+def _close_at_end(spec, spool_dir: Path, log: logging.Logger) -> None:
+    """The runs a killed firing left unfinished are not resumed after the end of life: their
+    unrun units become records saying so, and the runs are complete, so they ship."""
+    from vantage_agent.agent_state import now_iso
+
+    base = spool_dir / spec.campaign.name
+    for run_dir in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        if (run_dir / "complete.json").exists():
+            continue
+        reason = ("the campaign's end of life ([fleet] days after the agent's launch) came before this unit ran; "
+                  "its run was left unfinished by an interrupted firing")  # fmt: skip
+        n = close_run(spec, spool_dir, run_dir.name, status="other", reason=reason,
+                      summary={"closed_at_end_of_life": now_iso()}, count_field="units_not_run")  # fmt: skip
+        log.warning("end of life: run %s closed (%s units not run)", run_dir.name, "unknown" if n is None else n)
+
+
+def end_firing(spec, *, home: Path, spool_dir: Path, log: logging.Logger, ship: Callable[..., dict] | None,
+               shutdown: Callable[[], None] | None) -> Firing:  # fmt: skip
+    """A firing after the end of life: no measuring; close unfinished runs, ship everything,
+    write the final status (phase ``ended``). Once nothing is pending (and the status is in
+    S3), remove the schedule and shut down; otherwise the next firing tries again."""
+    from vantage_agent import agent_state
+    from vantage_agent.ship import backlog
+
+    campaign = spec.campaign.name
+    log.warning("end of life: launched %s, [fleet] days = %g: not measuring; shipping everything",
+                agent_state.read(home, campaign)["launched_at"], spec.fleet.days)  # fmt: skip
+    _close_at_end(spec, spool_dir, log)
+    shipped = _ship(ship, log, phase="ended")
+    pending, _ = backlog(spool_dir, campaign)
+    res = Firing(None, False, None, shipped=shipped, phase="ended")
+    if ship is not None and (shipped is None or pending or "status_object" not in shipped):
+        log.warning("end of life: %d objects still pending (or no final status): the next firing ships again", pending)
+        return res
+    with agent_state.updating(home, campaign) as st:
+        st["ended_at"] = agent_state.now_iso()
+    log.warning("end of life: everything shipped; schedule %s", "removed" if remove(campaign) else "was not installed")
+    if shutdown is not None:
+        shutdown()
+    return res
+
+
 def fire(spec, spec_path: Path, *, home: Path, spool_dir: Path, log: logging.Logger,
-         ship: Callable[[], dict] | None = None, rng=None) -> Firing:  # fmt: skip
-    """One scheduled firing: jitter, run (or resume the run a killed firing left unfinished)
-    in a supervised child, stop it at max_runtime_s (its unfinished units become timeout
-    records), then ``ship()`` (which ships every completed run not shipped yet)."""
+         ship: Callable[..., dict] | None = None, rng=None, shutdown: Callable[[], None] | None = None,
+         disk_free: Callable[[Path], int] | None = None) -> Firing:  # fmt: skip
+    """One scheduled firing: past the agent's end of life, ``end_firing``; else prune the spool
+    files shipped long enough ago; below the disk floor, ship and say so without measuring;
+    else jitter, run (or resume the run a killed firing left unfinished) in a supervised child,
+    stop it at max_runtime_s (its unfinished units become timeout records), then ``ship()``
+    (which ships every completed run not shipped yet and PUTs the status object)."""
     import random
     import signal
     import threading
     import time
 
     from dnscamp import runner
+    from vantage_agent import agent_state
+    from vantage_agent import ship as shipping
 
     sched = spec.campaign.schedule
     if sched is None:
         raise ScheduleError(f"{spec_path}: campaign.schedule: missing (a [campaign.schedule] table with cron = ...)")
+    campaign = spec.campaign.name
+    agent_state.ensure_launched(home, campaign)
+    eol = end_of_life(spec, home)
+    if eol is not None and datetime.now(timezone.utc) > eol:
+        return end_firing(spec, home=home, spool_dir=spool_dir, log=log, ship=ship, shutdown=shutdown)
+    pruned = shipping.prune(spool_dir, campaign, float(fleet_setting(spec, "prune_shipped_after_days", 7)))
+    if pruned["files"]:
+        log.info("pruned %d spool files (%d bytes) of %d runs shipped whole", pruned["files"], pruned["bytes"], pruned["runs"])
+    floor = int(fleet_setting(spec, "disk_floor_mib", 1024)) << 20 if getattr(spec, "fleet", None) is not None else 0
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    free = (disk_free or shipping.disk_free)(spool_dir)
+    if free < floor:
+        line = f"{free >> 20} MiB free on the spool's filesystem, below [fleet] disk_floor_mib = {floor >> 20}: not measuring"
+        log.warning("disk floor: %s", line)
+        shipped = _ship(ship, log, phase="disk_floor", error={"step": "disk_floor", "log_tail": [line]})
+        return Firing(None, False, None, shipped=shipped, phase="disk_floor", pruned=pruned)
     delay = (rng or random).uniform(0, sched.jitter_s)
     log.info("firing %s: jitter sleep %.1f s", spec_path, delay)
     time.sleep(delay)
     resumable = runner.find_resumable(spool_dir, spec)
     run_id = resumable or runner.new_run_id()
+    started = agent_state.now_iso()
     log.info("run %s (%s), max_runtime_s %g", run_id, "resuming a run a firing left unfinished" if resumable else "new",
              sched.max_runtime_s)  # fmt: skip
     argv = [sys.executable, "-c", CHILD, str(spec_path), run_id, str(spool_dir)]
@@ -333,16 +471,15 @@ def fire(spec, spec_path: Path, *, home: Path, spool_dir: Path, log: logging.Log
                 break
         child.wait()
     t.join(timeout=5)
-    res = Firing(run_id, bool(resumable), code)
+    res = Firing(run_id, bool(resumable), code, pruned=pruned)
     if code is None:
         res.timed_out_units = mark_timeout(spec, spool_dir, run_id, sched.max_runtime_s)
         log.warning("run %s: %d unfinished units recorded as timeout; the run is complete", run_id, res.timed_out_units)
     else:
         log.info("run %s: exit code %d", run_id, code)
-    if ship is not None:
-        try:
-            res.shipped = ship()
-            log.info("ship: %s", json.dumps(res.shipped))
-        except Exception as exc:  # a failed ship is retried by the next firing: the queue waits on disk
-            log.warning("ship failed (the next firing ships the queue): %s: %s", type(exc).__name__, str(exc)[:300])
+    with agent_state.updating(home, campaign) as st:
+        st["firings"] = int(st["firings"] or 0) + 1
+        st["last_firing"] = {"run": run_id, "started_at": started, "ended_at": agent_state.now_iso(),
+                             "exit_code": code, "timed_out_units": res.timed_out_units}  # fmt: skip
+    res.shipped = _ship(ship, log, phase="measuring")
     return res

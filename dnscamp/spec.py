@@ -7,7 +7,9 @@
     [profiles.<name>]     extra access-network profiles for the testbed (same keys as testbed/profiles.toml)
     [testbed]             the island a campaign with testbed vantages needs: backbone_rtt_ms (docs/testbed.md)
     [kinds.<kind>]        one table per measurement kind: its targets and parameters
-    [fleet]               where ec2 vantages put their results and what the bill assumes (docs/fleet.md)
+    [fleet]               where ec2 vantages put their results, how the fleet is operated and what the
+                          bill assumes (docs/spec.md, docs/fleet.md); the fleet preflight refuses ec2 vantages
+                          without [campaign.schedule] (dnscamp/fleet/preflight.py)
     [atlas]               a live RIPE Atlas campaign (the schema of atlas/spec.py, docs/atlas.md)
 
 Errors name the file, the field path and the reason, one line each.
@@ -28,6 +30,7 @@ from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dnscamp import kinds as kind_registry
+from dnscamp.fleet import limits as fleet_limits
 
 MAX_SPEC_BYTES = 10 * 2**20  # a spec is a few KiB; anything near this is a mistake or an attack
 MAX_DEPTH = 32  # nesting of tables and arrays; real specs use 3
@@ -71,9 +74,14 @@ class ScheduleSpec(BaseModel):
         return v
 
 
+# Campaign and vantage ids in general; a campaign with ec2 vantages (and its ec2 vantages) follow
+# the stricter rule of infra/modules/limits.json, as AWS resources are named after them.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
 class CampaignSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(min_length=1, pattern=ID_PATTERN)
     description: str = ""
     seed: int = Field(0, ge=0, lt=2**63, description="Seed of the shuffled order (recorded in every run).")
     repetitions: int = Field(1, ge=1, le=100_000)
@@ -89,14 +97,15 @@ EC2_DEFAULT_INSTANCE_TYPE = "t3.medium"  # infra/modules/vantage's default
 
 class VantageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    id: str = Field(min_length=1, pattern=ID_PATTERN)
     provider: str = Field("local", min_length=1)
     region: str | None = None
     network_profiles: list[str | None] = Field(default_factory=lambda: [None])
     # provider = "ec2" only (`dnscamp fleet`): instances of one vantage in each of its regions
     regions: list[str] | None = Field(None, min_length=1, description="ec2: several regions (instead of region).")
     instance_type: str | None = Field(None, pattern=INSTANCE_TYPE, description="ec2: e.g. 'm5.2xlarge' (default t3.medium).")
-    instance_count: int | None = Field(None, ge=1, le=50, description="ec2: instances per region (default 1).")
+    instance_count: int | None = Field(None, ge=1, le=fleet_limits.max_instances_per_region(),
+                                       description="ec2: instances per region (default 1; infra/modules/limits.json).")
     ssh_cidr: str | None = Field(None, description="ec2: operator network allowed to SSH in (default: no SSH).")
 
 
@@ -157,7 +166,9 @@ class VantageSpec(BaseModel):
         return list(self.regions or [self.region])  # type: ignore[list-item]
 
 
-S3_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+S3_BUCKET = fleet_limits.limits()["s3_bucket"]["pattern"]
+# An address AWS Budgets can mail: one '@', a dot in the domain, no spaces (RFC 5321's 254 at most).
+EMAIL = r"^[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
 
 
 class FleetSection(BaseModel):
@@ -176,14 +187,40 @@ class FleetSection(BaseModel):
     upload_mib_per_day: float = Field(50.0, ge=0, description="Results one instance uploads a day, MiB (for the bill).")
     uploads_per_day: int = Field(96, ge=0, description="PutObject requests of one instance a day (for the bill).")
     egress_gib_per_day: float = Field(2.0, ge=0, description="Traffic out of one instance a day, GiB (for the bill).")
+    # Operating the fleet (docs/spec.md "The [fleet] section"):
+    state_bucket: str | None = Field(None, pattern=S3_BUCKET, description=(
+        "S3 bucket of the Terraform state (locked; created by `dnscamp fleet init` if missing); none: local state."))
+    budget_email: str | None = Field(None, max_length=254, description="Who AWS Budgets mails when the fleet's cost nears the budget.")
+    budget_usd_per_month: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                               description="The AWS Budgets monthly limit, USD (needs budget_email).")
+    prune_shipped_after_days: int = Field(7, ge=0, le=3650, description=(
+        "The agents delete spool files S3 confirmed shipped this many days ago (0: at once)."))
+    disk_floor_mib: int = Field(1024, ge=0, le=1_048_576, description=(
+        "Below this much free disk an agent stops measuring and says so in its status (0: no floor)."))
+    collector_outside_aws: bool = Field(True, strict=True, description="The collector runs outside AWS: its downloads are egress in the bill.")
 
-    @field_validator("results_bucket")
+    @field_validator("results_bucket", "state_bucket")
     @classmethod
-    def _bucket(cls, v: str) -> str:
-        # S3's naming rules beyond the pattern (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)
-        if ".." in v or re.match(r"^\d+\.\d+\.\d+\.\d+$", v) or v.startswith("xn--") or v.endswith("-s3alias"):
-            raise ValueError(f"{v!r} is not a valid S3 bucket name (no '..', IP-like names, 'xn--' or '-s3alias')")
+    def _bucket(cls, v: str | None) -> str | None:
+        if v is not None and (problem := fleet_limits.bucket_problem(v)) is not None:
+            raise ValueError(problem)
         return v
+
+    @field_validator("budget_email")
+    @classmethod
+    def _email(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(EMAIL, v):
+            raise ValueError(f"{v!r} is not an e-mail address (name@domain.tld)")
+        return v
+
+    @model_validator(mode="after")
+    def _operating(self) -> "FleetSection":
+        if self.state_bucket is not None and self.state_bucket == self.results_bucket:
+            # `fleet destroy --delete-bucket` empties the results bucket: the state would go with it
+            raise ValueError("state_bucket: must not be the results_bucket (deleting the results would delete the state)")
+        if self.budget_usd_per_month is not None and self.budget_email is None:
+            raise ValueError("budget_usd_per_month: needs budget_email (a budget nobody is told about stops nothing)")
+        return self
 
     @field_validator("ami_ids")
     @classmethod
@@ -200,6 +237,8 @@ class FleetSection(BaseModel):
     def _zone(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\.?$", v.lower()):
             raise ValueError(f"{v!r} is not a domain name")
+        if v is not None and (problem := fleet_limits.id_problem("whoami_zone", v)):
+            raise ValueError(f"{problem}: write it in lower case without the trailing dot")
         return v
 
 
@@ -383,6 +422,7 @@ def _loads(data: str | bytes, source: str) -> CampaignSpec:
                 problems.extend(_validation(("kinds", name), exc))
     problems.extend(_check_vantages(raw))
     problems.extend(_check_fleet(raw))
+    problems.extend(_check_fleet_limits(raw))
     if problems:
         lines = sorted(problems, key=lambda p: _sort_key(raw, p[0]))
         raise SpecError([_one_line(f"{source}: {_path(loc)}: {reason}", 600) for loc, reason in lines])
@@ -463,6 +503,47 @@ def _check_fleet(raw: dict) -> list[tuple[tuple, str]]:
     if isinstance(zone, str) and a.zone.name and a.zone.name.rstrip(".").lower() != zone.rstrip(".").lower():
         problems.append((("atlas", "zone", "name"), f"{a.zone.name!r} is not the fleet's whoami_zone {zone!r}: "
                                                     "the discovery needs the zone our server answers for"))
+    return problems
+
+
+def _check_fleet_limits(raw: dict) -> list[tuple[tuple, str]]:
+    """A campaign with ec2 vantages names AWS resources after its name, its ec2 vantages' ids and
+    their regions: those follow infra/modules/limits.json (the modules' own rules), so that every
+    derived name (IAM role, security group, tags, S3 keys) is one AWS accepts; and the whole
+    fleet stays within the instance count there."""
+    problems: list[tuple[tuple, str]] = []
+    raw_vantages = raw.get("vantages") if isinstance(raw.get("vantages"), list) else []
+    # from the raw tables, so that a vantage with another mistake still gets these checked
+    ec2 = [(i, v) for i, v in enumerate(raw_vantages) if isinstance(v, dict) and v.get("provider") == "ec2"]
+    if not ec2:
+        return problems
+    section = raw.get("campaign")
+    name = section.get("name") if isinstance(section, dict) else None
+    if isinstance(name, str) and re.match(ID_PATTERN, name) and (why := fleet_limits.id_problem("campaign", name)):
+        problems.append((("campaign", "name"), f"{why}; this campaign has ec2 vantages"))
+    fleet = raw.get("fleet")
+    home = fleet.get("home_region") if isinstance(fleet, dict) else None
+    if isinstance(home, str) and re.match(AWS_REGION, home) and (why := fleet_limits.id_problem("region", home)):
+        problems.append((("fleet", "home_region"), why))
+    total = 0
+    for i, v in ec2:
+        vid = v.get("id")
+        # an id or region that fails the general pattern is reported by the top level already
+        if isinstance(vid, str) and re.match(ID_PATTERN, vid) and (why := fleet_limits.id_problem("vantage", vid)):
+            problems.append((("vantages", i, "id"), f"{why}; an ec2 vantage's id names AWS resources"))
+        region, regions = v.get("region"), v.get("regions")
+        named = [(("vantages", i, "region"), region)] if isinstance(region, str) else []
+        if isinstance(regions, list):
+            named += [(("vantages", i, "regions", j), r) for j, r in enumerate(regions) if isinstance(r, str)]
+        for loc, r in named:
+            if re.match(AWS_REGION, r) and (why := fleet_limits.id_problem("region", r)):
+                problems.append((loc, why))
+        count = v.get("instance_count", 1)
+        if isinstance(count, int) and not isinstance(count, bool) and 1 <= count:
+            total += len(named) * count
+    if total > (most := fleet_limits.max_instances_total()):
+        problems.append((("vantages",), f"{total} ec2 instances in all (instance_count x regions, summed), at most {most} "
+                                        "(infra/modules/limits.json)"))
     return problems
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import typer
@@ -17,16 +16,19 @@ BUCKET_OPT = typer.Option(None, "--bucket", envvar="DNSCAMP_RESULTS_BUCKET", hel
 VANTAGE_OPT = typer.Option(None, "--vantage", envvar="DNSCAMP_VANTAGE", help="This vantage's id (default $DNSCAMP_VANTAGE).")
 
 
-def shipper(spool: Path, bucket: str | None, vantage: str | None):
-    """The ship step of a firing, or None when this machine ships nowhere (no bucket)."""
+def shipper(spool: Path, bucket: str | None, vantage: str | None, campaign: str | None = None):
+    """The ship step of a firing, ``ship(phase=..., error=...) -> dict`` (ship, then the status
+    object), or None when this machine ships nowhere (no bucket)."""
     if not bucket:
         return None
     if not vantage:
         die("agent ship: no vantage id: pass --vantage or set DNSCAMP_VANTAGE (/etc/dnscamp/vantage.env)")
     from vantage_agent.ship import ship_and_report
 
-    region = os.environ.get("DNSCAMP_REGION") or None  # the instance's (vantage.env); its status object's name
-    return lambda: ship_and_report(spool, bucket, vantage, region=region)
+    def ship(phase: str = "measuring", error: dict | None = None) -> dict:
+        return ship_and_report(spool, bucket, vantage, campaign=campaign, home=paths.home(), phase=phase, error=error)
+
+    return ship
 
 
 @app.command("ship")
@@ -37,7 +39,8 @@ def ship_command(
 ) -> None:
     """Upload every completed run's unit files not shipped yet to
     results/<campaign>/<vantage>/<run>/<unit>.jsonl.gz (Content-MD5; a local ledger, since the
-    instance role may only PutObject), then status/<vantage>.json. S3 unreachable: the files
+    instance role may only PutObject), its artifacts, then its manifest.json; then the status
+    object status/<campaign>/<vantage>/<region>/<instance-id>.json. S3 unreachable: the files
     wait on disk for the next ship (exit 4, the queue's size on stdout). Credentials and endpoint
     come from boto3's default chain (AWS_ENDPOINT_URL_S3 for an S3-compatible server)."""
     if not bucket:

@@ -60,8 +60,16 @@ def validate(
     max_units: int = MAX_UNITS_OPT,
 ) -> None:
     """Check a spec; print every error as 'file: field.path: reason' (all of them, in one pass),
-    or the size of its plan. A plan above --max-units is an error (exit 2)."""
+    or the size of its plan. A plan above --max-units is an error (exit 2). A spec with ec2
+    vantages also gets the fleet's offline preflight (a schedule that fires within [fleet] days,
+    names and counts AWS accepts; docs/spec.md)."""
+    from dnscamp.fleet import preflight
+
     s = _load(spec)
+    if refused := preflight.offline(s, spec):
+        for line in refused:
+            sys.stderr.write(f"dnscamp: {line}\n")
+        raise typer.Exit(2)
     p = _plan(s, "validate", max_units)
     typer.echo(f"{spec}: ok ({p.size} units: {len(s.vantages)} vantages; kinds {_breakdown(p)})")
 

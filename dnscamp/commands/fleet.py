@@ -130,8 +130,9 @@ def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str |
                       False, "--dry-run", help="Print the bill and the plan; create nothing."), yes: bool = YES) -> None:
     """Create the fleet: print the bill, build this checkout's agent wheel, create the results bucket,
     upload the wheel and lock under dist/<version>/, then create everything else with presigned URLs."""
-    from dnscamp.fleet import artifacts, aws, render
+    from dnscamp.fleet import artifacts, aws, preflight, render
 
+    preflight.run_preflight(_spec(spec)[0], spec, profile, endpoint_url)  # exit 2 before any terraform
     s, build = _render(spec, out, endpoint_url)
     _bill(s)
     _tool()

@@ -18,7 +18,8 @@ app = typer.Typer(help="Scheduled agents: cron entries that fire campaign runs a
 SPEC_ARG = typer.Argument(..., help="Campaign spec (TOML) with a [campaign.schedule] table.")
 # The vantage's identity (campaign, vantage, bucket), written by cloud-init; a $DNSCAMP_HOME/
 # vantage.env comes first, so several agents on one machine (the rehearsal) each have their own.
-ENV_FILES = ("vantage.env", Path("/etc/dnscamp/vantage.env"))
+# ec2.env holds what only a real instance does (DNSCAMP_SHUTDOWN_AT_END=1: power off at the end).
+ENV_FILES = ("vantage.env", Path("/etc/dnscamp/vantage.env"), Path("/etc/dnscamp/ec2.env"))
 
 
 def _scheduled(spec: Path):
@@ -74,13 +75,15 @@ def fire(
     vantage: str = VANTAGE_OPT,
     spool: Path = typer.Option(None, help="Spool directory (default $DNSCAMP_HOME/spool)."),
 ) -> None:
-    """What cron runs (under flock -n): jitter, run or resume the campaign in a supervised
-    child, stop it at max_runtime_s (unfinished units become timeout records), ship. Logs to
+    """What cron runs (under flock -n): past the agent's end of life ([fleet] days after its
+    launch) ship everything, write the final status, remove the schedule (and on EC2 shut down);
+    else prune spool files shipped long enough ago; below [fleet] disk_floor_mib ship and say so
+    without measuring; else jitter, run or resume the campaign in a supervised child, stop it at
+    max_runtime_s (unfinished units become timeout records), ship. Logs to
     $DNSCAMP_HOME/logs/<campaign>.log (rotated by size)."""
     from dnscamp import schedule as sch
 
-    for f in ENV_FILES:
-        sch.load_env_file(paths.home() / f)  # an absolute path stays itself
+    _load_env()
     s = _scheduled(spec)
     home = paths.home()
     log = sch.firing_log(home, s.campaign.name)
@@ -88,22 +91,45 @@ def fire(
     try:
         res = sch.fire(s, spec.resolve(), home=home, spool_dir=spool, log=log,
                        ship=shipper(spool, bucket or os.environ.get("DNSCAMP_RESULTS_BUCKET"),
-                                    vantage or os.environ.get("DNSCAMP_VANTAGE")))  # fmt: skip
+                                    vantage or os.environ.get("DNSCAMP_VANTAGE"), s.campaign.name),
+                       shutdown=lambda: sch.shutdown_at_end(log))  # fmt: skip
     except Exception as exc:
         log.exception("firing failed: %s", exc)
         raise
     typer.echo(json.dumps(res.__dict__))
 
 
-@app.command("skipped")
-def skipped(spec: Path = SPEC_ARG, code: int = typer.Option(..., help="flock's exit code.")) -> None:
-    """Log a firing that did not run (cron runs this when flock -n fails)."""
+def _load_env() -> None:
     from dnscamp import schedule as sch
 
+    for f in ENV_FILES:
+        sch.load_env_file(paths.home() / f)  # an absolute path stays itself
+
+
+@app.command("skipped")
+def skipped(spec: Path = SPEC_ARG, code: int = typer.Option(..., help="flock's exit code.")) -> None:
+    """What cron runs when a firing did not run: flock found the lock held (exit 75: counted as
+    a skipped firing, and the status object says so) or the firing failed (logged)."""
+    from dnscamp import schedule as sch
+
+    _load_env()
     s = _load(spec)
-    log = sch.firing_log(paths.home(), s.campaign.name)
-    if code == sch.SKIPPED:
-        log.warning("firing skipped: the previous firing still holds %s", sch.lock_path(paths.home(), s.campaign.name))
-    else:
+    home = paths.home()
+    log = sch.firing_log(home, s.campaign.name)
+    if code != sch.SKIPPED:
         log.warning("firing ended with exit code %d", code)
+        raise typer.Exit(code)
+    state = sch.record_skipped(home, s.campaign.name)
+    log.warning("firing skipped (%d so far): the previous firing still holds %s", state["skipped_firings"],
+                sch.lock_path(home, s.campaign.name))  # fmt: skip
+    bucket, vantage = os.environ.get("DNSCAMP_RESULTS_BUCKET"), os.environ.get("DNSCAMP_VANTAGE")
+    if bucket and vantage:  # the status only: the running firing ships (two shippers would race on the ledger)
+        from vantage_agent import ship
+
+        try:
+            key = ship.put_status(ship.s3_client(), bucket, paths.spool_dir(), home=home, campaign=s.campaign.name,
+                                  vantage=vantage)  # fmt: skip
+            log.info("status %s", key)
+        except Exception as exc:  # the next status carries the count
+            log.warning("status not written: %s", ship._error_line(exc))
     raise typer.Exit(code)

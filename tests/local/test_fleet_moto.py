@@ -32,6 +32,8 @@ CAMPAIGN = "motofleet"
 SPEC = f"""
 [campaign]
 name = "{CAMPAIGN}"
+[campaign.schedule]
+cron = "*/15 * * * *"
 [[vantages]]
 id = "alpha"
 provider = "ec2"

@@ -65,23 +65,25 @@ def counts(url: str) -> tuple[int, int]:
         return c.execute("SELECT count(*), count(DISTINCT id) FROM results").fetchone()
 
 
-def test_s3_down_during_shipping_then_back(moto, tmp_path, empty_db):
+def test_s3_down_during_shipping_then_back(moto, tmp_path, empty_db, monkeypatch):
+    monkeypatch.setenv("DNSCAMP_INSTANCE_ID", "i-0v1")
+    monkeypatch.delenv("DNSCAMP_REGION", raising=False)
     spool = tmp_path / "spool"
     total = spool_run(spool, "c", "r1", units=4, per_unit=5)
     spool_run(spool, "c", "r2", units=2, per_unit=5, complete=False)  # still going: not shipped yet
     moto.stop()
-    down = ship.ship_and_report(spool, BUCKET, "v1", client=ship.s3_client(connect_timeout=0.5))
-    assert down["shipped"] == 0 and down["pending"] == 4 and down["runs_incomplete"] == 1 and down["errors"]
+    down = ship.ship_and_report(spool, BUCKET, "v1", client=ship.s3_client(connect_timeout=0.5), home=tmp_path)
+    assert down["shipped"] == 0 and down["pending"] == 5 and down["runs_incomplete"] == 1 and down["errors"]  # 4 units, the manifest
     assert "status_error" in down and "testing" not in json.dumps(down)  # no credentials in what is printed
     assert not (spool / "c/r1" / ship.LEDGER).exists() and len(list((spool / "c/r1").glob("*.jsonl"))) == 4
     moto.start()  # hours later: the queue is shipped, nothing lost
-    up = ship.ship_and_report(spool, BUCKET, "v1")
-    assert up["shipped"] == 4 and up["pending"] == 0 and up["status_object"] == "status/v1.json"
+    up = ship.ship_and_report(spool, BUCKET, "v1", home=tmp_path)
+    assert up["shipped"] == 4 and up["pending"] == 0 and up["status_object"] == "status/c/v1/local/i-0v1.json"
     keys = sorted(o["Key"] for o in moto.client.list_objects_v2(Bucket=BUCKET)["Contents"])
-    assert keys == ["results/c/v1/r1/unit000.jsonl.gz", "results/c/v1/r1/unit001.jsonl.gz",
-                    "results/c/v1/r1/unit002.jsonl.gz", "results/c/v1/r1/unit003.jsonl.gz", "status/v1.json"]  # fmt: skip
-    status = json.loads(moto.client.get_object(Bucket=BUCKET, Key="status/v1.json")["Body"].read())
-    assert status["last_run"]["run"] == "r1" and status["disk_free_bytes"] > 0 and status["agent_version"]
+    assert keys == ["results/c/v1/r1/manifest.json", "results/c/v1/r1/unit000.jsonl.gz", "results/c/v1/r1/unit001.jsonl.gz",
+                    "results/c/v1/r1/unit002.jsonl.gz", "results/c/v1/r1/unit003.jsonl.gz", "status/c/v1/local/i-0v1.json"]  # fmt: skip
+    status = json.loads(moto.client.get_object(Bucket=BUCKET, Key="status/c/v1/local/i-0v1.json")["Body"].read())
+    assert status["pending_units"] == 2 and status["disk_free_bytes"] > 0 and status["agent_version"]  # r2's units wait
     again = ship.ship(spool, BUCKET, "v1")  # the ledger, not a HEAD: nothing uploaded twice
     assert again.shipped == 0 and again.already == 4
     st = coll.collect(f"s3://{BUCKET}/results/", empty_db, client=moto.client)
@@ -188,7 +190,7 @@ def test_the_commands_as_the_writer_role(moto, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"
     args = ["agent", "ship", "--bucket", BUCKET, "--vantage", "v9", "--spool", str(spool)]
     r = CliRunner().invoke(app, args, env={"AWS_ENDPOINT_URL_S3": dead})
-    assert r.exit_code == 4 and json.loads(r.stdout)["pending"] == 3, r.output
+    assert r.exit_code == 4 and json.loads(r.stdout)["pending"] == 4, r.output  # 3 units and the manifest
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0 and json.loads(r.stdout)["shipped"] == 3, r.output
     try:
@@ -251,7 +253,8 @@ def test_s3_down_keeps_the_hars_queued_too(moto, tmp_path):
     har.write_text("{}")
     moto.stop()
     down = ship.ship(spool, BUCKET, "v", client=ship.s3_client(connect_timeout=0.5, read_timeout=0.5))
-    assert (down.shipped, down.artifacts_shipped) == (0, 0) and down.pending == 1  # stops at the first failure
+    assert (down.shipped, down.artifacts_shipped) == (0, 0) and down.pending == 3  # the unit, its HAR, the manifest
+    assert len(down.errors) == 1  # stops at the first failure
     moto.start()
     back = ship.ship(spool, BUCKET, "v")
     assert (back.shipped, back.artifacts_shipped) == (1, 1)

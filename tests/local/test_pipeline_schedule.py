@@ -138,18 +138,29 @@ def test_the_cron_line_skips_while_the_lock_is_held_then_runs_and_ships(moto, tm
     (line,) = sch.installed("cronned")
     command = line.split(" ", 6)[6]  # 5 fields, the user, the command: what cron hands to /bin/sh
     env = {"PATH": os.environ["PATH"], "DNSCAMP_RESULTS_BUCKET": BUCKET, "DNSCAMP_VANTAGE": "here",
-           "DNSCAMP_REGION": "eu-central-1",
-           **{k: os.environ[k] for k in os.environ if k.startswith("AWS_")}}  # fmt: skip
+           "DNSCAMP_REGION": "eu-central-1", "DNSCAMP_INSTANCE_ID": "i-0cron",
+           **{k: os.environ[k] for k in os.environ if k.startswith("AWS_") or k == "PYTHONPATH"}}  # fmt: skip
+    key = "status/cronned/here/eu-central-1/i-0cron.json"
     with open(sch.lock_path(tmp_path, "cronned"), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # the previous firing, still running
         skipped = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True, timeout=60)
     assert skipped.returncode == sch.SKIPPED, skipped.stderr
-    assert not (tmp_path / "spool").exists()
-    assert "firing skipped: the previous firing still holds" in (tmp_path / "logs" / "cronned.log").read_text()
+    assert not (tmp_path / "spool" / "cronned").exists()
+    assert "firing skipped (1 so far): the previous firing still holds" in (tmp_path / "logs" / "cronned.log").read_text()
+    seen = json.loads(moto.client.get_object(Bucket=BUCKET, Key=key)["Body"].read())  # the operator sees the skip
+    assert (seen["skipped_firings"], seen["firings"], seen["last_firing"], seen["phase"]) == (1, 0, None, "measuring")
+    assert seen["last_skipped_at"] and seen["launched_at"]
     ran = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     res = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert res["shipped"]["shipped"] == 2 and res["shipped"]["status_object"] == "status/here/eu-central-1.json"
+    assert res["shipped"]["shipped"] == 2 and res["shipped"]["status_object"] == key
+    assert res["shipped"]["manifests_shipped"] == 1
+    seen = json.loads(moto.client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    assert (seen["skipped_firings"], seen["firings"], seen["pending_units"], seen["runs_incomplete"]) == (1, 1, 0, 0)
+    assert seen["last_firing"]["run"] == res["run"] and seen["last_firing"]["exit_code"] == 0
+    assert abs(seen["clock_offset_s"]) < 2  # this machine's clock and moto's are the same clock
+    manifest = json.loads(moto.client.get_object(Bucket=BUCKET, Key=f"results/cronned/here/{res['run']}/manifest.json")["Body"].read())
+    assert len(manifest["units_planned"]) == 2 and sorted(o["unit"] for o in manifest["objects"]) == sorted(manifest["units_planned"])
     st = coll.collect(f"s3://{BUCKET}/results/cronned/", empty_db, client=moto.client)
     assert st.collected == 2 and counts(empty_db) == (2, 2)
     with psycopg.connect(empty_db) as c:

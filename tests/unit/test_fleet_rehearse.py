@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dnscamp.fleet import rehearse as rh
-from dnscamp.spec import load
+from dnscamp.spec import load, loads
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,8 @@ def test_instances_are_the_chosen_vantage_region_pairs_in_spec_order():
 
 
 def test_a_spec_without_a_schedule_cannot_be_rehearsed():
-    s = load(ROOT / "campaigns/www20-ec2.toml")
+    text = (ROOT / "campaigns/www20-ec2.toml").read_text()
+    s = loads(re.sub(r"\[campaign\.schedule\]\n(?:[^\[\n][^\n]*\n)*", "", text), "www20-ec2.toml")
     with pytest.raises(rh.RehearsalError, match=r"www20-ec2.toml: campaign.schedule: missing"):
         rh.plan_instances(s, rh.load_rtt_table())
 

@@ -22,7 +22,7 @@ SPEC = """
 name = "r"
 description = "a ${template} and a %{directive} stay literal"
 [[vantages]]
-id = "web.a"
+id = "web-a"
 provider = "ec2"
 regions = ["eu-central-1", "us-east-2"]
 instance_type = "m5.large"
@@ -66,7 +66,7 @@ def test_providers_modules_and_variables(tmp_path):
     assert m["results_bucket"]["source"] == os.path.relpath(REPO / "infra/modules/results_bucket", tmp_path / "build")
     v = m["vantage_web_a_eu_central_1"]
     assert v["providers"] == {"aws": "aws.eu_central_1"} and v["source"].endswith("/modules/vantage")
-    assert (v["campaign"], v["vantage"], v["region"], v["network_profile"]) == ("r", "web.a", "eu-central-1", "3g")
+    assert (v["campaign"], v["vantage"], v["region"], v["network_profile"]) == ("r", "web-a", "eu-central-1", "3g")
     assert (v["instance_type"], v["instance_count"], v["ssh_cidr"]) == ("m5.large", 2, "198.51.100.0/24")
     assert v["ami_id"] == "ami-0123456789abcdef0" and m["vantage_web_a_us_east_2"]["ami_id"] is None
     assert v["results_bucket"] == "${module.results_bucket.bucket}"
@@ -80,7 +80,7 @@ def test_providers_modules_and_variables(tmp_path):
     for k in (*render.AGENT_VARS, *render.COREDNS_VARS):
         assert "default" not in c["variable"][k]
         assert c["variable"][k]["sensitive"] is k.endswith("_url")
-    assert set(c["output"]["instance_ids"]["value"]) == {"web.a/eu-central-1", "web.a/us-east-2", "b/ap-northeast-2"}
+    assert set(c["output"]["instance_ids"]["value"]) == {"web-a/eu-central-1", "web-a/us-east-2", "b/ap-northeast-2"}
 
 
 def test_spec_text_is_carried_literally(tmp_path):

@@ -3,8 +3,23 @@ variable "bucket_name" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.bucket_name)) && !can(regex("\\.\\.|^\\d+\\.\\d+\\.\\d+\\.\\d+$", var.bucket_name))
-    error_message = "bucket_name must be an S3 bucket name: 3-63 characters of a-z, 0-9, '.', '-', not an IP address, no '..'."
+    condition     = can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.bucket_name)) && !strcontains(var.bucket_name, "..")
+    error_message = "bucket_name must be an S3 bucket name: 3-63 characters of a-z, 0-9, '.', '-', a letter or digit at each end, no '..'."
+  }
+
+  validation {
+    condition     = !can(regex("^\\d+\\.\\d+\\.\\d+\\.\\d+$", var.bucket_name))
+    error_message = "bucket_name must not be shaped like an IP address."
+  }
+
+  validation {
+    condition     = alltrue([for p in ["xn--", "sthree-", "amzn-s3-demo-"] : !startswith(var.bucket_name, p)])
+    error_message = "bucket_name must not start with a prefix S3 reserves (xn--, sthree-, amzn-s3-demo-)."
+  }
+
+  validation {
+    condition     = alltrue([for s in ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"] : !endswith(var.bucket_name, s)])
+    error_message = "bucket_name must not end with a suffix S3 reserves (-s3alias, --ol-s3, .mrap, --x-s3, --table-s3)."
   }
 }
 

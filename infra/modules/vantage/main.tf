@@ -30,6 +30,7 @@ locals {
     agent_lock_url     = var.agent_lock_url
     agent_lock_sha256  = var.agent_lock_sha256
     agent_version      = var.agent_version
+    put_status_py      = file("${path.module}/put_status.py") # the bootstrap's status PUT, embedded byte for byte
     # what the bootstrap itself runs (venv, downloads, cron, tc) comes first, then the agent's own
     apt_packages = distinct(concat(["python3", "python3-venv", "curl", "ca-certificates", "cron", "iproute2", "kmod"], var.apt_packages))
   })

@@ -1,10 +1,14 @@
+# The limits of the names and counts below are those of ../limits.json (the spec's validation
+# reads that file; tests/unit/test_fleet_limits.py holds these literals equal to it). With the
+# longest campaign, vantage and region, the IAM role name dnscamp-<campaign>-<vantage>-<region>
+# is exactly AWS's 64 characters.
 variable "campaign" {
-  description = "Campaign id (the spec's campaign.id): tags, IAM names and the results/<campaign>/ prefix."
+  description = "Campaign id (the spec's campaign.name): tags, IAM names and the results/<campaign>/ prefix."
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9_-]{0,39}$", var.campaign))
-    error_message = "campaign must be 1-40 characters of a-z, 0-9, '_' or '-', starting with a letter or digit."
+    condition     = can(regex("^[a-z0-9][a-z0-9_-]*$", var.campaign)) && length(var.campaign) <= 20
+    error_message = "campaign must be 1-20 characters of a-z, 0-9, '_' or '-', starting with a letter or digit."
   }
 }
 
@@ -13,8 +17,8 @@ variable "vantage" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9_-]{0,39}$", var.vantage))
-    error_message = "vantage must be 1-40 characters of a-z, 0-9, '_' or '-', starting with a letter or digit."
+    condition     = can(regex("^[a-z0-9][a-z0-9_-]*$", var.vantage)) && length(var.vantage) <= 20
+    error_message = "vantage must be 1-20 characters of a-z, 0-9, '_' or '-', starting with a letter or digit."
   }
 }
 
@@ -23,8 +27,8 @@ variable "region" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", var.region))
-    error_message = "region must be an AWS region name such as us-east-2."
+    condition     = can(regex("^[a-z]{2}(-gov)?-[a-z]+-[0-9]$", var.region)) && length(var.region) <= 14
+    error_message = "region must be an AWS region name such as us-east-2 (at most 14 characters)."
   }
 }
 
@@ -66,8 +70,23 @@ variable "results_bucket" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.results_bucket))
-    error_message = "results_bucket must be an S3 bucket name (3-63 characters of a-z, 0-9, '.', '-')."
+    condition     = can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.results_bucket)) && !strcontains(var.results_bucket, "..")
+    error_message = "results_bucket must be an S3 bucket name: 3-63 characters of a-z, 0-9, '.', '-', a letter or digit at each end, no '..'."
+  }
+
+  validation {
+    condition     = !can(regex("^\\d+\\.\\d+\\.\\d+\\.\\d+$", var.results_bucket))
+    error_message = "results_bucket must not be shaped like an IP address."
+  }
+
+  validation {
+    condition     = alltrue([for p in ["xn--", "sthree-", "amzn-s3-demo-"] : !startswith(var.results_bucket, p)])
+    error_message = "results_bucket must not start with a prefix S3 reserves (xn--, sthree-, amzn-s3-demo-)."
+  }
+
+  validation {
+    condition     = alltrue([for s in ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"] : !endswith(var.results_bucket, s)])
+    error_message = "results_bucket must not end with a suffix S3 reserves (-s3alias, --ol-s3, .mrap, --x-s3, --table-s3)."
   }
 }
 

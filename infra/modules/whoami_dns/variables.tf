@@ -3,8 +3,8 @@ variable "zone" {
   type        = string
 
   validation {
-    condition     = can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", var.zone))
-    error_message = "zone must be a DNS name without the trailing dot, e.g. whoami.example.org."
+    condition     = can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", var.zone)) && length(var.zone) <= 240
+    error_message = "zone must be a DNS name in lower case without the trailing dot, at most 240 characters (the security group's name is dnscamp-whoami-<zone>), e.g. whoami.example.org."
   }
 }
 

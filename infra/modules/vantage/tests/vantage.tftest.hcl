@@ -95,7 +95,7 @@ run "defaults" {
     error_message = "the instance boots with the rendered cloud-config"
   }
   assert {
-    condition     = strcontains(aws_instance.agent[0].user_data, base64encode(var.spec_toml))
+    condition     = strcontains(aws_instance.agent[0].user_data, base64gzip(var.spec_toml))
     error_message = "the user data writes the campaign spec"
   }
   assert {
