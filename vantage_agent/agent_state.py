@@ -31,7 +31,10 @@ IMDS = "http://169.254.169.254"
 IMDS_TIMEOUT_S = 1.0
 # every key the state file may hold, with its value before the first firing
 DEFAULTS: dict[str, Any] = {"launched_at": None, "firings": 0, "skipped_firings": 0, "last_skipped_at": None,
-                            "last_firing": None, "clock_offset_s": None, "ended_at": None}  # fmt: skip
+                            "last_firing": None, "clock_offset_s": None, "ended_at": None,
+                            # failures (ship or status PUT) no status object has reported yet: an S3
+                            # outage is told by the first status that gets through after it
+                            "unreported_errors": []}  # fmt: skip
 
 
 def now_iso() -> str:

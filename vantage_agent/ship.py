@@ -467,14 +467,21 @@ def ship_and_report(spool_dir: Path, bucket: str, vantage: str, *, campaign: str
     base = Path(spool_dir)
     camps = [campaign] if campaign else sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     out["status_objects"] = []
+    now_errors = [f"{agent_state.now_iso()} {e}" for e in stats.errors]
     for camp in camps:
+        prior = [str(e) for e in agent_state.read(home, camp).get("unreported_errors") or []]
         try:
             key = put_status(client, bucket, spool_dir, home=home, campaign=camp, vantage=vantage, region=region,
-                             instance_id=iid, phase=phase, ship_stats=out, error=error, clock=clock)  # fmt: skip
+                             instance_id=iid, phase=phase, ship_stats={**out, "errors": (prior + now_errors)[-3:]},
+                             error=error, clock=clock)  # fmt: skip
             out["status_objects"].append(key)
+            with agent_state.updating(home, camp) as st:
+                st["unreported_errors"] = []
         except Exception as exc:
             out["status_error"] = _error_line(exc)
-            break
+            with agent_state.updating(home, camp) as st:  # told by the next status that gets through
+                st["unreported_errors"] = (prior + now_errors + [f"{agent_state.now_iso()} status: {out['status_error']}"])[-5:]
+            break  # S3 is not taking objects: the other campaigns' statuses would fail the same way
     if out["status_objects"]:
         out["status_object"] = out["status_objects"][0]
     return out

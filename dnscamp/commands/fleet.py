@@ -359,6 +359,9 @@ def rehearse_command(
     rtt: list[str] = typer.Option(None, "--rtt", help="REGION=MS: this region's round trip to home_region instead of the table's."),
     out: Path = typer.Option(None, "--out", help="Where instances' homes, spools and logs go (default: $DNSCAMP_HOME/rehearsals)."),
     as_json: bool = typer.Option(False, "--json", help="The report as one JSON document."),
+    faults: bool = typer.Option(False, "--faults", help="Kill a firing mid-run, skew a clock, fill a disk and cut "
+                                                       "S3 for a while; report how each fault showed."),
+    outage_s: float = typer.Option(40.0, "--outage-s", min=0, max=600, help="With --faults: how long S3 is unreachable."),
 ) -> None:
     """Rehearse the spec's cloud fleet on the testbed: every (ec2 vantage, region) becomes a
     namespace behind that region's RTT to home_region (dnscamp/fleet/region_rtt.toml), set up
@@ -383,7 +386,8 @@ def rehearse_command(
     s, _ = _spec(spec)
     try:
         r = rehearse.Rehearsal(spec, out_dir=out or paths.home() / "rehearsals", firings=firings,
-                               vantages=_csv(vantages), regions=_csv(regions), rtt_override=over, log=log)
+                               vantages=_csv(vantages), regions=_csv(regions), rtt_override=over, log=log,
+                               faults=rehearse.Faults(s3_outage_s=outage_s) if faults else None)
         rep = r.run()
     except rehearse.RehearsalError as exc:
         die(str(exc))
@@ -403,6 +407,15 @@ def rehearse_command(
             typer.echo(f"    {g['vantage']:<14} {g['region']:<16} {g['configured_rtt_ms']:>9g} "
                        f"{g['ping_rtt_median_ms'] if g['ping_rtt_median_ms'] is not None else '-':>9} "
                        f"{g['do53_total_median_ms'] if g['do53_total_median_ms'] is not None else '-':>9}")
+        if rep.completeness:
+            planned = sum(r.get("units_planned") or 0 for r in rep.completeness)
+            got = sum(r.get("units_collected") or 0 for r in rep.completeness)
+            typer.echo(f"  completeness: {len(rep.completeness)} run(s), {got} of {planned} planned units collected "
+                       f"({100.0 * got / planned if planned else 0:.1f} %), "
+                       f"{sum(1 for r in rep.completeness if r.get('manifest'))} manifest(s)")
+        if rep.faults:
+            for line in rehearse.describe_faults(rep):
+                typer.echo(f"  fault: {line}")
         for p in rep.problems:
             typer.echo(f"  PROBLEM: {p}")
     raise typer.Exit(0 if rep.ok else 3)

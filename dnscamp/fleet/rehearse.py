@@ -14,6 +14,15 @@ The host reaches the island's S3 server through socat: one socat in the S3 names
 Unix socket (a file: no interface, no route), one on the host serves it on 127.0.0.1 to the
 collector. No testbed interface or route is added to the root namespace.
 
+With faults (``fleet rehearse --faults``, :class:`Faults`) the rehearsal also does to the fleet
+what a month on AWS will: the first instance's first firing is killed mid-run (SIGKILL, by PID:
+the next firing resumes the run) and its jobs run with a clock two minutes ahead (libfaketime,
+Debian's ``faketime``, preloaded by the instance's cron.d file); the last instance's spool is a
+small tmpfs of its own, filled below the spec's disk floor after its first shipped run; and once
+every instance shipped a run, the S3 server drops every packet for a while (an iptables rule in
+its own namespace, removed after). The report then says what each fault did and how each one
+showed in the instances' status objects, and the collected runs' completeness.
+
 A cron daemon in a namespace: ``ip netns exec`` gives each process its own mount namespace
 (slave of the root's, so nothing propagates back), in which the instance's cron.d directory is
 bound over /etc/cron.d, an empty file over /etc/crontab and an empty directory over the user
@@ -43,6 +52,18 @@ RTT_TABLE = Path(__file__).with_name("region_rtt.toml")
 TEMPLATE = Path(__file__).resolve().parents[2] / "infra" / "modules" / "vantage" / "user_data.yaml.tftpl"
 S3_PORT = 9000
 FIRING_SLACK_S = 30.0  # beyond a firing's own jitter + max_runtime: start-up, shipping
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")  # Debian's faketime package
+SPOOL_TMPFS_MIB = 64  # the disk-fill instance's spool: its own small filesystem
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What ``fleet rehearse --faults`` does to the rehearsed fleet (docs/pipeline.md)."""
+
+    s3_outage_s: float = 40.0  # the S3 server unreachable for this long, once every instance shipped a run
+    kill_firing: bool = True  # the first instance's first firing: SIGKILL mid-run
+    clock_offset_s: float = 120.0  # the first instance's jobs run with their clock this far ahead
+    disk_fill: bool = True  # the last instance's spool filled below [fleet] disk_floor_mib after its first run
 
 
 class RehearsalError(RuntimeError):
@@ -175,6 +196,8 @@ class Report:
     collected: dict[str, Any] = field(default_factory=dict)
     regions: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    faults: dict[str, Any] = field(default_factory=dict)  # what each fault did and how it showed
+    completeness: list[dict[str, Any]] = field(default_factory=list)  # per (vantage, run), from the store
     seconds: float = 0.0
 
     @property
@@ -222,7 +245,8 @@ def _stop_pid(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
 class Rehearsal:
     def __init__(self, spec_path: Path, *, out_dir: Path, firings: int = 2, vantages: list[str] | None = None,
                  regions: list[str] | None = None, rtt_override: dict[str, float] | None = None,
-                 interval_s: float = 5.0, log: Callable[[str], None] = lambda m: None):  # fmt: skip
+                 interval_s: float = 5.0, faults: Faults | None = None,
+                 log: Callable[[str], None] = lambda m: None):  # fmt: skip
         from dnscamp.spec import load
 
         self.spec_path = Path(spec_path).resolve()
@@ -232,6 +256,14 @@ class Rehearsal:
                                         rtt_override=rtt_override)
         self.firings = firings
         self.interval_s = interval_s
+        self.faults = faults
+        if faults and len(self.instances) < 2:
+            raise RehearsalError("--faults needs at least two instances (the first is killed and skewed, "
+                                 "the last one's disk fills)")
+        self.mounts: list[Path] = []
+        self.outage_rule: list[str] | None = None
+        self.observed: dict[str, dict[str, Any]] = {}  # status objects seen, by instance id: first and last of each phase
+        self.flags_seen: dict[tuple[str, str], str] = {}  # (instance id, flag) -> its detail when first raised
         self.log = log
         self.tag = secrets.token_hex(2)
         self.out_dir = Path(out_dir) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{self.tag}"
@@ -339,7 +371,14 @@ class Rehearsal:
         # what differs from EC2: where S3 is, moto's credentials (EC2 has its instance role), the
         # testbed description (the resolvers' addresses and CA) and a link state per instance
         extra = {**self.env_base, "AWS_ENDPOINT_URL_S3": f"http://{self.s3_address}:{S3_PORT}",
-                 "DNSCAMP_TESTBED_INFO": str(info_file), "DNSCAMP_LINK_STATE_DIR": str(inst.home / "link")}  # fmt: skip
+                 "DNSCAMP_TESTBED_INFO": str(info_file), "DNSCAMP_LINK_STATE_DIR": str(inst.home / "link"),
+                 "DNSCAMP_INSTANCE_ID": self.instance_id(inst)}  # EC2's comes from IMDS  # fmt: skip
+        if self.faults and self.faults.disk_fill and inst is self.instances[-1]:
+            spool = inst.home / "spool"
+            spool.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SPOOL_TMPFS_MIB}m,mode=0755", "dnscamp-rehearsal-spool",
+                            str(spool)], check=True, capture_output=True)  # fmt: skip
+            self.mounts.append(spool)
         (inst.home / "vantage.env").write_text("\n".join(env_lines + [f"{k}={v}" for k, v in extra.items()]) + "\n")
         env = {**os.environ, **extra, "DNSCAMP_HOME": str(inst.home), "DNSCAMP_CRON_D": str(inst.home / "cron.d")}
         for k in ("DNSCAMP_VANTAGE", "DNSCAMP_REGION", "DNSCAMP_SPOOL", "DNSCAMP_DATABASE_URL"):
@@ -353,6 +392,8 @@ class Rehearsal:
             if p.returncode != 0:
                 raise RehearsalError(f"{inst.ns}: `dnscamp {' '.join(step[:2])}` failed (exit {p.returncode}): "
                                      f"{(p.stderr or p.stdout).strip().splitlines()[-1:]} (see {inst.home}/install.log)")
+        if self.faults and self.faults.clock_offset_s and inst is self.instances[0]:
+            self._skew_clock(inst, self.faults.clock_offset_s)
         name = f"fleet-{self.tag}-cron{inst.k}"
         sup = self._supervisor()
         sup.start(name, inst.ns, ["sh", "-c", cron_script(inst.home)], timeout=5, ready=lambda: True)
@@ -363,6 +404,178 @@ class Rehearsal:
             raise RehearsalError(f"{inst.ns}: the cron daemon did not start: {' | '.join(tail)}")
         self.log(f"{inst.ns}: {inst.vantage} in {inst.region} ({inst.rtt_ms:g} ms to {self.spec.fleet.home_region}), "
                  f"profile {inst.profile or 'none'}, cron started")  # fmt: skip
+
+    def instance_id(self, inst: Instance) -> str:
+        return f"i-rehearsal{self.tag}{inst.k:03d}"
+
+    def _skew_clock(self, inst: Instance, offset_s: float) -> None:
+        """The instance's jobs see a clock ``offset_s`` ahead: libfaketime preloaded by variable
+        lines of its cron.d file (cron passes them to the jobs below them). Monotonic clocks stay
+        true, so durations are measured as before; only the wall clock (the records' and the
+        status objects' times, the S3 signatures) is off."""
+        from vantage_agent.spool import write_atomic
+
+        if not FAKETIME_LIB.exists():
+            raise RehearsalError(f"{FAKETIME_LIB} not found: install Debian's faketime (`make deps` does)")
+        f = next((inst.home / "cron.d").glob("dnscamp-*"), None)
+        if f is None:
+            raise RehearsalError(f"{inst.ns}: no cron.d file after `schedule install`")
+        lines = f.read_text().splitlines()
+        env = [f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME={offset_s:+g}", "DONT_FAKE_MONOTONIC=1"]
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("# BEGIN"))
+        write_atomic(f, ("\n".join(lines[:at] + env + lines[at:]) + "\n").encode())
+        f.chmod(0o644)
+
+    # -- faults -------------------------------------------------------------------------------
+    def _s3_client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.spec.fleet.home_region,
+                            aws_access_key_id=self.env_base["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=self.env_base["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+
+    def _observe(self, s3) -> None:
+        """Read every status object of the campaign (as `fleet status` does) and keep, per
+        instance, the first status of each phase, the largest clock offset, the ship errors and
+        every status that counted skipped firings."""
+        from datetime import datetime, timezone
+
+        from dnscamp.fleet.status import flags, read_statuses
+
+        try:
+            sts = read_statuses(s3, self.bucket, self.spec.campaign.name)
+        except Exception as exc:  # noqa: BLE001 - the S3 outage: nothing to read now
+            self.observed.setdefault("_read_errors", {}).setdefault(type(exc).__name__, 0)
+            self.observed["_read_errors"][type(exc).__name__] += 1
+            return
+        for st in sts:
+            iid = st.get("instance_id") or "?"
+            o = self.observed.setdefault(iid, {"phases": {}, "max_abs_clock_offset_s": None, "ship_errors": [],
+                                               "pending_max": 0, "runs": set(), "statuses": 0, "corrupt": 0})  # fmt: skip
+            if st.get("corrupt"):
+                o["corrupt"] += 1
+                continue
+            o["statuses"] += 1
+            o["phases"].setdefault(st.get("phase"), st.get("at"))
+            off = st.get("clock_offset_s")
+            if isinstance(off, (int, float)) and (o["max_abs_clock_offset_s"] is None or abs(off) > o["max_abs_clock_offset_s"]):
+                o["max_abs_clock_offset_s"] = abs(off)
+            for e in (st.get("ship") or {}).get("errors") or []:
+                if e not in o["ship_errors"]:
+                    o["ship_errors"].append(e)
+            o["pending_max"] = max(o["pending_max"], st.get("pending_units") or 0)
+            if st.get("last_firing"):
+                o["runs"].add(st["last_firing"].get("run"))
+        # what `fleet status --no-ec2` would flag now (no EC2 in a rehearsal): first time seen
+        sched = self.spec.campaign.schedule
+        floor = int(getattr(self.spec.fleet, "disk_floor_mib", 1024)) << 20
+        from dnscamp.fleet.status import stale_minutes
+
+        for fl in flags(sts, None, datetime.now(timezone.utc), stale_min=stale_minutes(sched), disk_floor_bytes=floor):
+            self.flags_seen.setdefault((fl.instance_id, fl.what), fl.detail)
+
+    def _fire_pids(self, inst: Instance) -> list[int]:
+        """PIDs of `dnscamp schedule fire` processes of this instance (its spec's path names it)."""
+        spec = str((inst.home / "etc" / "campaign.toml").resolve()).encode()
+        out = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                argv = (p / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if spec in argv and b"fire" in argv and b"schedule" in argv and b"flock" not in argv[0]:
+                out.append(int(p.name))
+        return out
+
+    def _kill_mid_firing(self, inst: Instance) -> dict[str, Any] | None:
+        """SIGKILL the instance's firing once its run has written a unit and is not complete."""
+        for run in self._runs(inst):
+            units = [p for p in run.glob("*.jsonl") if not p.name.startswith(".")]
+            if units and not (run / "complete.json").exists():
+                pids = self._fire_pids(inst)
+                if not pids:
+                    return None
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                return {"instance": inst.ns, "instance_id": self.instance_id(inst), "run": run.name,
+                        "units_done_at_kill": len(units), "pids": pids, "at": time.time()}  # fmt: skip
+        return None
+
+    def _fill_disk(self, inst: Instance) -> dict[str, Any]:
+        floor = int(getattr(self.spec.fleet, "disk_floor_mib", 1024)) << 20
+        spool = inst.home / "spool"
+        free = shutil.disk_usage(spool).free
+        size = max(0, free - floor // 2)
+        with open(spool / ".rehearsal-fill", "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, size)
+        return {"instance": inst.ns, "instance_id": self.instance_id(inst), "floor_bytes": floor,
+                "free_before": free, "free_after": shutil.disk_usage(spool).free, "at": time.time()}  # fmt: skip
+
+    def _s3_rule(self, action: str) -> None:
+        from testbed import netns
+
+        argv = ["iptables", action, "INPUT", "-p", "tcp", "--dport", str(S3_PORT), "-j", "DROP"]
+        netns.run(netns.exec_argv(self.s3_ns, argv), check=True)
+        self.outage_rule = argv if action == "-I" else None
+
+    def _drive_faults(self, rep: Report, budget: float) -> None:
+        """The rehearsal with faults, in order: kill the first instance's first firing mid-run;
+        once every instance shipped a run, fill the last one's disk and cut S3 for
+        ``s3_outage_s``; then wait for the firings every instance can still make (the full
+        disk's instance makes none) and for its disk_floor status."""
+        f = self.faults
+        assert f is not None
+        s3 = self._s3_client()
+        first, last = self.instances[0], self.instances[-1]
+        killed = None if f.kill_firing else {}
+        filled = None if f.disk_fill else {}
+        outage: dict[str, Any] | None = None if f.s3_outage_s > 0 else {}
+        deadline = time.monotonic() + budget
+        next_look = 0.0
+
+        def finished() -> bool:
+            full = [last] if f.disk_fill else []
+            ok = all(self._done(i) >= self.firings for i in self.instances if i not in full)
+            if f.disk_fill:
+                ok = ok and "disk_floor" in self.observed.get(self.instance_id(last), {}).get("phases", {})
+            return ok and killed is not None and filled is not None and outage is not None and "ended" in outage
+
+        while True:
+            if time.monotonic() >= next_look:
+                self._observe(s3)
+                next_look = time.monotonic() + 3
+            if killed is None:
+                killed = self._kill_mid_firing(first)
+                if killed:
+                    self.log(f"fault: killed the firing of {first.ns} mid-run {killed['run']} "
+                             f"({killed['units_done_at_kill']} unit(s) done)")  # fmt: skip
+            elif filled is None and all(self._done(i) >= 1 for i in self.instances):
+                filled = self._fill_disk(last)
+                self.log(f"fault: {last.ns}'s spool filled: {filled['free_after'] >> 20} MiB free "
+                         f"(floor {filled['floor_bytes'] >> 20} MiB)")  # fmt: skip
+            elif filled is not None and outage is None:
+                self._s3_rule("-I")
+                outage = {"seconds": f.s3_outage_s, "started": time.time(), "until": time.monotonic() + f.s3_outage_s}
+                self.log(f"fault: S3 unreachable for {f.s3_outage_s:g} s")
+            elif outage and "until" in outage and "ended" not in outage and time.monotonic() >= outage["until"]:
+                self._s3_rule("-D")
+                outage["ended"] = time.time()
+                outage.pop("until")
+                self.log("fault: S3 reachable again")
+            if finished():
+                break
+            if time.monotonic() > deadline:
+                raise RehearsalError(f"timed out after {budget:g} s waiting for the fleet under faults "
+                                     f"(killed {bool(killed)}, disk filled {bool(filled)}, outage {outage})")  # fmt: skip
+            time.sleep(0.2)
+        self._observe(s3)
+        rep.faults = {"kill": killed, "disk_fill": filled, "s3_outage": outage,
+                      "clock_offset_s": f.clock_offset_s, "clock_instance_id": self.instance_id(first)}  # fmt: skip
 
     # -- progress -----------------------------------------------------------------------------
     def _runs(self, inst: Instance) -> list[Path]:
@@ -420,8 +633,11 @@ class Rehearsal:
             budget = 60.0 * self.firings + per_firing * self.firings + 60.0
             self.log(f"waiting for {self.firings} firings of `{sched.cron}` on {len(self.instances)} instances "
                      f"(at most {budget:.0f} s)")  # fmt: skip
-            _wait(lambda: all(self._done(i) >= self.firings for i in self.instances), budget,
-                  f"{self.firings} shipped firings on every instance", step=2)  # fmt: skip
+            if self.faults:
+                self._drive_faults(rep, budget + 2 * per_firing + self.faults.s3_outage_s)
+            else:
+                _wait(lambda: all(self._done(i) >= self.firings for i in self.instances), budget,
+                      f"{self.firings} shipped firings on every instance", step=2)  # fmt: skip
         except BaseException:
             self.stop()
             raise
@@ -437,6 +653,9 @@ class Rehearsal:
             _stop_pid(self.collector)
             rep.collected = self._collect_once()  # and a last pass by hand: nothing may be left
             self._verify(rep)
+            self._completeness(rep)
+            if self.faults:
+                self._judge_faults(rep)
         finally:
             self.stop()
         rep.seconds = round(time.monotonic() - t0, 1)
@@ -488,11 +707,67 @@ class Rehearsal:
         rep.collected["records_made"] = len(made)
         rep.collected["records_stored"] = len(stored)
 
+    def _completeness(self, rep: Report) -> None:
+        """The store's completeness of every run the instances shipped (dnscamp campaign
+        completeness): each must have its manifest and every planned unit collected."""
+        from dataclasses import asdict as dc_asdict, is_dataclass
+
+        from db import engine
+        from dnscamp.completeness import report
+
+        ours = {r for i in rep.instances for r in i["runs"]}
+        rows = [dc_asdict(r) if is_dataclass(r) else dict(r) for r in report(engine.database_url("owner"), self.spec.campaign.name)]
+        rep.completeness = [r for r in rows if r.get("run") in ours]
+        seen = {r["run"] for r in rep.completeness}
+        for run in sorted(ours - seen):
+            rep.problems.append(f"completeness: run {run} shipped but unknown to the store")
+        for r in rep.completeness:
+            if not r.get("manifest") or r.get("units_missing") or r.get("units_collected") != r.get("units_planned"):
+                rep.problems.append(f"completeness: {r.get('vantage')} run {r['run']}: {r.get('units_collected')} of "
+                                    f"{r.get('units_planned')} units collected, manifest {r.get('manifest')}, "
+                                    f"missing {r.get('missing_objects')}")  # fmt: skip
+
+    def _judge_faults(self, rep: Report) -> None:
+        """Each fault must have happened and shown where an operator looks: the status objects."""
+        fl = rep.faults
+        first, last = self.instances[0], self.instances[-1]
+        kill = fl.get("kill")
+        if kill:
+            runs = next(i["runs"] for i in rep.instances if i["ns"] == first.ns)
+            fl["kill"]["resumed_and_shipped"] = kill["run"] in runs
+            if kill["run"] not in runs:
+                rep.problems.append(f"fault kill: the killed run {kill['run']} was not resumed and shipped ({runs})")
+        off = self.observed.get(self.instance_id(first), {}).get("max_abs_clock_offset_s")
+        fl["clock_offset_seen_s"] = off
+        if self.faults and self.faults.clock_offset_s and (off is None or abs(off - self.faults.clock_offset_s) > 5):
+            rep.problems.append(f"fault clock: status clock_offset_s {off} for a clock {self.faults.clock_offset_s:g} s ahead")
+        if fl.get("disk_fill"):
+            ph = self.observed.get(self.instance_id(last), {}).get("phases", {})
+            fl["disk_fill"]["disk_floor_status_at"] = ph.get("disk_floor")
+        fl["flags"] = [f"{iid} {what}: {detail}" for (iid, what), detail in sorted(self.flags_seen.items())]
+        want = []
+        if self.faults and self.faults.clock_offset_s:
+            want.append((self.instance_id(first), "clock_skew"))
+        if fl.get("disk_fill"):
+            want.append((self.instance_id(last), "disk_floor"))
+        for iid, what in want:
+            if (iid, what) not in self.flags_seen:
+                rep.problems.append(f"fault not shown by fleet status: no {what} flag for {iid}")
+        fl["observed"] = {k: {**v, "runs": sorted(v["runs"])} if isinstance(v.get("runs"), set) else v
+                          for k, v in self.observed.items()}  # fmt: skip
+        log = (self.out_dir / "collect-watch.log")
+        fl["collector_log_lines"] = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+
     def stop(self) -> None:
         """Stop what the rehearsal started (by PID) and remove its namespaces; idempotent."""
         from testbed import topology
         from vantage_agent.paths import testbed_dir
 
+        if self.outage_rule is not None:
+            try:
+                self._s3_rule("-D")
+            except Exception as exc:  # noqa: BLE001 - the namespace goes below anyway
+                self.log(f"S3 outage rule: {exc}")
         _stop_pid(self.collector)
         _stop_pid(self.relay)
         sup = self._supervisor()
@@ -514,6 +789,33 @@ class Rehearsal:
                 # as a dead file in /run/netns ("Peer netns reference is invalid"): ours, removed.
                 subprocess.run(["ip", "netns", "del", link_name], capture_output=True, check=False)
         self.nodes.clear()
+        for m in reversed(self.mounts):  # after the cron daemons: nothing writes there any more
+            subprocess.run(["umount", "-l", str(m)], capture_output=True, check=False)
+        self.mounts.clear()
+
+
+def describe_faults(rep: Report) -> list[str]:
+    """One line per fault: what was done, and what the status objects and the collector showed."""
+    fl, out = rep.faults, []
+    k = fl.get("kill")
+    if k:
+        out.append(f"firing killed mid-run on {k['instance_id']} (run {k['run']}, {k['units_done_at_kill']} unit(s) "
+                   f"done): resumed and shipped by the next firing: {k.get('resumed_and_shipped')}")
+    if fl.get("clock_offset_s"):
+        out.append(f"clock {fl['clock_offset_s']:+g} s on {fl.get('clock_instance_id')}: status clock_offset_s "
+                   f"{fl.get('clock_offset_seen_s')}")
+    d = fl.get("disk_fill")
+    if d:
+        out.append(f"disk filled on {d['instance_id']} ({d['free_after'] >> 20} MiB free, floor {d['floor_bytes'] >> 20} "
+                   f"MiB): status phase disk_floor at {d.get('disk_floor_status_at')}")
+    o = fl.get("s3_outage")
+    if o:
+        seen = {iid: v.get("ship_errors", [])[:1] for iid, v in (fl.get("observed") or {}).items() if not iid.startswith("_")}
+        out.append(f"S3 unreachable {o['seconds']:g} s: ship errors in status objects {seen}; "
+                   f"status reads failed meanwhile {fl.get('observed', {}).get('_read_errors', {})}")
+    for flag in fl.get("flags", []):
+        out.append(f"fleet status flag: {flag}")
+    return out
 
 
 # The per-region view of the rehearsal's records: what a researcher would look at first.

@@ -54,7 +54,7 @@ class Flag:
     instance_id: str
     vantage: str
     region: str
-    what: str  # no_status, stale, skipped_firings, low_disk, clock_skew, bootstrap_error, disk_floor, corrupt, ended_but_running
+    what: str  # no_status, stale, skipped_firings, low_disk, clock_skew, ship_errors, bootstrap_error, disk_floor, corrupt, ended_but_running
     detail: str
 
     def as_json(self) -> dict[str, str]:
@@ -262,6 +262,10 @@ def flags(statuses: list[dict[str, Any]], instances: Iterable[Any] | None, now: 
         if off is not None and abs(off) > max_skew_s:
             flag("clock_skew", f"agent clock {off:+.3f} s off S3's (more than {max_skew_s:g} s): timings' "
                                "timestamps are off by as much (check chrony on the instance)")
+        ship_errors = [str(e) for e in ((st.get("ship") or {}).get("errors") or [])]
+        if ship_errors:
+            flag("ship_errors", f"{len(ship_errors)} failed upload(s) since the previous status reached S3, the last: "
+                                f"{ship_errors[-1][:200]} (the queue waits on the instance's disk)")
         err = st.get("error") or {}
         if phase == "bootstrap_error":
             tail = [str(x) for x in (err.get("log_tail") or [])][-LOG_TAIL_SHOWN:]

@@ -117,6 +117,30 @@ def test_no_manifest_while_an_object_of_its_run_is_pending(moto, agent):  # noqa
     assert (st["pending_units"], st["runs_incomplete"]) == (3, 1)  # r2 still going: its units wait
 
 
+def test_failures_while_s3_was_down_are_told_by_the_first_status_that_gets_through(moto, agent):  # noqa: F811
+    """During an outage the status PUT fails like the uploads: the operator learns of it from
+    the next status that reaches S3 (and `fleet status` flags ship_errors), then it is cleared."""
+    from dnscamp.fleet.status import flags, read_statuses
+
+    spool = agent / "spool"
+    spool_run(spool, "c", "r1", units=2, per_unit=2)
+    moto.stop()
+    down = ship.ship_and_report(spool, BUCKET, "v1", client=ship.s3_client(connect_timeout=0.3, read_timeout=1))
+    assert down["pending"] == 3 and "status_error" in down and not down["status_objects"]
+    kept = agent_state.read(agent, "c")["unreported_errors"]
+    assert len(kept) == 2 and "status:" in kept[-1]  # the upload's failure and the status PUT's
+    moto.start()
+    ship.ship_and_report(spool, BUCKET, "v1")
+    st = status_of(moto.client)
+    assert st["ship"]["pending"] == 0 and st["ship"]["errors"] == kept[-3:]
+    raised = flags(read_statuses(moto.client, BUCKET, "c"), None, datetime.now(timezone.utc))
+    assert [f.what for f in raised] == ["ship_errors"], raised
+    assert agent_state.read(agent, "c")["unreported_errors"] == []
+    ship.ship_and_report(spool, BUCKET, "v1")  # told once: the next status is clean
+    assert status_of(moto.client)["ship"]["errors"] == []
+    assert flags(read_statuses(moto.client, BUCKET, "c"), None, datetime.now(timezone.utc)) == []
+
+
 def test_the_status_object_has_every_field_and_the_clock_offset_to_s3(moto, agent, monkeypatch):  # noqa: F811
     spool = agent / "spool"
     spool_run(spool, "c", "r1", units=2, per_unit=2)
