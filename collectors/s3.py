@@ -148,10 +148,11 @@ def ingest_file(conn: psycopg.Connection, path: Path, source: str) -> ing.Ingest
 
 
 def _truncation_errors() -> tuple[type[BaseException], ...]:
+    # botocore's StreamingBody wraps urllib3's ProtocolError (a connection cut mid-body) in
+    # ResponseStreamingError, so urllib3 need not be named here
     from botocore.exceptions import IncompleteReadError, ReadTimeoutError, ResponseStreamingError
-    from urllib3.exceptions import ProtocolError
 
-    return IncompleteReadError, ResponseStreamingError, ReadTimeoutError, ProtocolError, ConnectionError
+    return IncompleteReadError, ResponseStreamingError, ReadTimeoutError, ConnectionError
 
 
 def download(client, bucket: str, key: str, f, stats: CollectStats) -> tuple[str, int, str]:

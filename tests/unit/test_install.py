@@ -154,7 +154,7 @@ def test_make_demo_installs_for_the_demo_and_make_test_everything():
     assert first("test") == "bash install/run.sh test"
     assert first("deps") == "bash install/run.sh test"
     base = (ROOT / "install" / "10-apt-base.sh").read_text()
-    assert "for_demo || apt_install cron socat docker-compose" in base  # rehearsal and compose tests only
+    assert "for_demo || apt_install cron socat faketime docker-compose" in base  # rehearsal and compose tests only
 
 
 def _lock_subset():
