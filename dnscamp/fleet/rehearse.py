@@ -410,9 +410,10 @@ class Rehearsal:
 
     def _skew_clock(self, inst: Instance, offset_s: float) -> None:
         """The instance's jobs see a clock ``offset_s`` ahead: libfaketime preloaded by variable
-        lines of its cron.d file (cron passes them to the jobs below them). Monotonic clocks stay
-        true, so durations are measured as before; only the wall clock (the records' and the
-        status objects' times, the S3 signatures) is off."""
+        lines of its cron.d file (cron passes them to the jobs below them). Every clock moves by
+        the same constant, so durations are measured as before; the wall clock (the records' and
+        the status objects' times, the S3 signatures) is off. (libfaketime 0.9.10's
+        DONT_FAKE_MONOTONIC=1 makes Python's time.sleep fail with EINVAL: not used.)"""
         from vantage_agent.spool import write_atomic
 
         if not FAKETIME_LIB.exists():
@@ -421,7 +422,7 @@ class Rehearsal:
         if f is None:
             raise RehearsalError(f"{inst.ns}: no cron.d file after `schedule install`")
         lines = f.read_text().splitlines()
-        env = [f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME={offset_s:+g}", "DONT_FAKE_MONOTONIC=1"]
+        env = [f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME={offset_s:+g}"]
         at = next(i for i, ln in enumerate(lines) if ln.startswith("# BEGIN"))
         write_atomic(f, ("\n".join(lines[:at] + env + lines[at:]) + "\n").encode())
         f.chmod(0o644)
