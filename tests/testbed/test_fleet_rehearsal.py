@@ -1,7 +1,10 @@
-"""`dnscamp fleet rehearse` on the testbed: two regions of an ec2 vantage, two
-firings each of the installed cron line under real cron daemons, shipped to the island's S3
-server, collected on the host: every record of every unit in Postgres exactly once, the
-regions' RTT difference visible in the views, nothing of the rehearsal left behind."""
+"""`dnscamp fleet rehearse --faults` on the testbed: two regions of an ec2 vantage, the
+installed cron line fired under real cron daemons, shipped to the island's S3 server, collected
+on the host, while the first instance's first firing is killed mid-run and its clock runs two
+minutes ahead, the second one's disk fills below the floor and S3 is cut for 40 s: every record
+of every shipped unit in Postgres exactly once, every run complete by its manifest, each fault
+shown by the flags `fleet status` raises, the regions' RTT difference visible in the views, and
+nothing of the rehearsal left behind."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dnscamp.fleet.rehearse import Rehearsal
+from dnscamp.fleet.rehearse import Faults, Rehearsal
 from dnscamp.planner import plan as make_plan
 from dnscamp.spec import load
 from testbed import netns
@@ -40,9 +43,11 @@ def _pids_of(*marks: str) -> list[int]:
     return out
 
 
-def test_two_regions_two_firings_every_record_once(testbed, db_url, tmp_path):
+def test_two_regions_under_faults_every_record_once_every_run_complete(testbed, db_url, tmp_path):
     before, names_before = netns.root_snapshot(), set(os.listdir("/run/netns"))
-    r = Rehearsal(SPEC, out_dir=tmp_path, firings=2, vantages=["ec2-default"], regions=["us-east-2", "ap-northeast-2"])
+    mounts_before = Path("/proc/self/mounts").read_text().count("dnscamp-rehearsal-spool")
+    r = Rehearsal(SPEC, out_dir=tmp_path, firings=2, vantages=["ec2-default"], regions=["us-east-2", "ap-northeast-2"],
+                  faults=Faults(s3_outage_s=40))
     try:
         rep = r.run()
     finally:
@@ -51,12 +56,28 @@ def test_two_regions_two_firings_every_record_once(testbed, db_url, tmp_path):
     assert left == [] and procs == [], (left, procs)
     assert netns.root_snapshot() == before, "the root namespace changed"
     assert set(os.listdir("/run/netns")) == names_before, "namespace names left in /run/netns"
+    assert Path("/proc/self/mounts").read_text().count("dnscamp-rehearsal-spool") == mounts_before  # its tmpfs unmounted
     assert rep.ok, rep.problems
+
+    # the faults happened and each showed where an operator looks
+    first, last = r.instance_id(r.instances[0]), r.instance_id(r.instances[-1])
+    f = rep.faults
+    assert f["kill"]["units_done_at_kill"] >= 1 and f["kill"]["resumed_and_shipped"], f["kill"]
+    assert abs(f["clock_offset_seen_s"] - 120) < 5, f["clock_offset_seen_s"]
+    assert f["disk_fill"]["free_after"] < f["disk_fill"]["floor_bytes"] and f["disk_fill"]["disk_floor_status_at"]
+    assert "ended" in f["s3_outage"], f["s3_outage"]
+    raised = {(x.split(" ")[0], x.split(" ")[1].rstrip(":")) for x in f["flags"]}
+    assert {(first, "clock_skew"), (last, "disk_floor"), (last, "low_disk")} <= raised, f["flags"]
+    assert not any(what == "clock_skew" for iid, what in raised if iid == last)  # the true clock is not flagged
+    # completeness: every shipped run has its manifest and every planned unit collected
+    assert rep.completeness and all(c["manifest"] and c["units_missing"] == 0 and c["units_collected"] == c["units_planned"]
+                                    for c in rep.completeness), rep.completeness
 
     # every unit of every firing: the spec's plan for the vantage, once per run, all in Postgres
     units_per_run = sum(1 for u in make_plan(load(SPEC), "x", max_units=None).units() if u.vantage.id == "ec2-default")
     runs = {i["region"]: i["runs"] for i in rep.instances}
-    assert all(len(v) >= 2 for v in runs.values()), runs
+    assert len(runs["us-east-2"]) >= 2 and len(runs["ap-northeast-2"]) >= 1, runs  # the full disk's stops measuring
+    assert {c["run"] for c in rep.completeness} == {x for v in runs.values() for x in v}
     all_runs = [x for v in runs.values() for x in v]
     assert len(set(all_runs)) == len(all_runs)  # a run id per firing, never shared across instances
     with psycopg.connect(db_url) as c:
