@@ -669,8 +669,15 @@ class Rehearsal:
 
         from db import engine
 
+        from vantage_agent.ship import backlog
+
         made: dict[str, tuple[str, str]] = {}
         for inst in self.instances:
+            # nothing left behind: the last firing was waited for, so every run is complete and
+            # shipped whole (its manifest too); a queue here is what a teardown would lose
+            pending, incomplete = backlog(inst.home / "spool", self.spec.campaign.name)
+            if pending or incomplete:
+                rep.problems.append(f"{inst.ns}: {pending} object(s) never shipped, {incomplete} run(s) never completed")
             runs = [r for r in self._runs(inst) if self._shipped_all(r)]
             n = 0
             for run in runs:
