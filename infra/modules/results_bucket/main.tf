@@ -1,5 +1,6 @@
-# The campaign's results bucket: agents PutObject results/<campaign>/<vantage>/... and
-# status/<vantage>.json into it; `fleet apply` uploads dist/ (wheel, lock); nothing is public.
+# The campaign's results bucket: agents PutObject results/<campaign>/<vantage>/... (records,
+# run manifests) and status/<campaign>/<vantage>/<region>/<instance-id>.json into it; `fleet
+# apply` uploads dist/ (wheel, lock); nothing is public.
 
 resource "aws_s3_bucket" "results" {
   #checkov:skip=CKV_AWS_18:server access logs need a second bucket per campaign; CloudTrail data events cover audits when wanted
@@ -59,12 +60,25 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
       storage_class   = var.transition_storage_class
     }
 
+    # an overwritten status object (every firing) or a re-shipped unit leaves a noncurrent
+    # version: kept long enough to undo a mistake, then it stops costing storage
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_expiration_days
+    }
+
     abort_incomplete_multipart_upload {
       days_after_initiation = 7
     }
   }
 
   depends_on = [aws_s3_bucket_versioning.results]
+
+  lifecycle {
+    precondition {
+      condition     = var.noncurrent_expiration_days > var.transition_days
+      error_message = "noncurrent_expiration_days must be greater than transition_days (S3 expires a noncurrent version only after its transition)."
+    }
+  }
 }
 
 resource "aws_s3_bucket_policy" "tls_only" {

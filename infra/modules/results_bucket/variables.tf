@@ -35,3 +35,14 @@ variable "force_destroy" {
   type        = bool
   default     = false
 }
+
+variable "noncurrent_expiration_days" {
+  description = "Days after which a noncurrent (overwritten or deleted) object version is removed; more than transition_days (default: 30 in the colder class + its 90-day minimum)."
+  type        = number
+  default     = 120
+
+  validation {
+    condition     = var.noncurrent_expiration_days >= 1 && floor(var.noncurrent_expiration_days) == var.noncurrent_expiration_days
+    error_message = "noncurrent_expiration_days must be a whole number >= 1."
+  }
+}

@@ -59,6 +59,10 @@ run "defaults" {
     error_message = "the rule is enabled and cleans up abandoned multipart uploads"
   }
   assert {
+    condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_expiration).noncurrent_days == 120
+    error_message = "noncurrent versions (overwritten status objects, re-shipped units) expire after 120 days"
+  }
+  assert {
     condition     = output.bucket == "dnscamp-results-www20" && output.arn == "arn:aws:s3:::dnscamp-results-www20"
     error_message = "outputs name the bucket and its ARN"
   }
@@ -67,9 +71,10 @@ run "defaults" {
 run "transition_after_n_days" {
   command = plan
   variables {
-    transition_days          = 90
-    transition_storage_class = "DEEP_ARCHIVE"
-    force_destroy            = true
+    transition_days            = 90
+    transition_storage_class   = "DEEP_ARCHIVE"
+    force_destroy              = true
+    noncurrent_expiration_days = 180
   }
   assert {
     condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].transition).days == 90 && one(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_transition).noncurrent_days == 90
@@ -79,6 +84,15 @@ run "transition_after_n_days" {
     condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].transition).storage_class == "DEEP_ARCHIVE" && aws_s3_bucket.results.force_destroy
     error_message = "the storage class and force_destroy are the caller's"
   }
+}
+
+run "noncurrent_versions_expire_after_their_transition" {
+  command = plan
+  variables {
+    transition_days            = 90
+    noncurrent_expiration_days = 60
+  }
+  expect_failures = [aws_s3_bucket_lifecycle_configuration.results]
 }
 
 run "bad_bucket_name" {
