@@ -176,6 +176,11 @@ class FleetSection(BaseModel):
     upload_mib_per_day: float = Field(50.0, ge=0, description="Results one instance uploads a day, MiB (for the bill).")
     uploads_per_day: int = Field(96, ge=0, description="PutObject requests of one instance a day (for the bill).")
     egress_gib_per_day: float = Field(2.0, ge=0, description="Traffic out of one instance a day, GiB (for the bill).")
+    state_bucket: str | None = Field(None, pattern=S3_BUCKET, description=(
+        "S3 bucket of the Terraform state (locked with a lock file); default: local state in the build dir."))
+    budget_email: str | None = Field(None, max_length=254, description="Who AWS Budgets mails when the fleet's cost nears the budget.")
+    budget_usd_per_month: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                               description="The AWS Budgets monthly limit, USD (default: the bill x 1.2).")
 
     @field_validator("results_bucket")
     @classmethod
