@@ -95,7 +95,7 @@ def backend(spec: CampaignSpec, endpoint_url: str | None = None) -> dict[str, An
     """The S3 backend block of the root, or None (local state) without [fleet] state_bucket.
     ``use_lockfile``: S3's conditional PUT (If-None-Match) on <key>.tflock is the lock, so a
     second `apply` fails to take it instead of writing a state beside the first's (Terraform
-    >= 1.10, OpenTofu >= 1.10); no DynamoDB table."""
+    >= 1.11, OpenTofu >= 1.10); no DynamoDB table."""
     bucket = state_bucket(spec)
     if bucket is None:
         return None
@@ -159,11 +159,10 @@ def config(spec: CampaignSpec, spec_text: str, *, out_dir: Path, endpoint_url: s
             "providers": {"aws": home},
             "bucket_name": fleet.results_bucket,
             "transition_days": fleet.transition_days,
-            # a noncurrent version stays its colder class's 90-day minimum, then goes
-            "noncurrent_expiration_days": fleet.transition_days + 90,
         }
     }
-    outputs: dict[str, Any] = {"results_bucket": {"value": "${module.results_bucket.bucket}"}}
+    outputs: dict[str, Any] = {"results_bucket": {"value": "${module.results_bucket.bucket}"},
+                               "collector_policy_arn": {"value": "${module.results_bucket.collector_policy_arn}"}}
     instance_ids: dict[str, str] = {}
     for v in spec.ec2_vantages():
         for region in v.all_regions:
@@ -231,6 +230,7 @@ def config(spec: CampaignSpec, spec_text: str, *, out_dir: Path, endpoint_url: s
     be = backend(spec, endpoint_url)
     if be is not None:
         terraform["backend"] = {"s3": be}
+        terraform["required_version"] = ">= 1.10"  # use_lockfile: an older tool would refuse the attribute anyway
     return {
         "//": f"Rendered by `dnscamp fleet render` from {lit(Path(spec.source).name) if spec.source else 'a spec'}; "
               "do not edit (re-render). Credentials come from the AWS standard chain, never from here.",

@@ -222,6 +222,38 @@ def test_saved_plan_guard_locked_state_drain_and_destroy_by_state(aws, tmp_path)
         Filters=[{"Name": "group-name", "Values": [role]}])["SecurityGroups"]]
     assert ingress == [[]]  # no inbound port at all
 
+    # the collector's policy, attached to a user of its own, under moto's IAM enforcement: it
+    # lists and reads results/, and nothing else
+    from tests.local.test_fleet_moto import set_auth
+
+    iam = client(m, "iam")
+    arn = next(p["Arn"] for p in iam.list_policies(Scope="Local")["Policies"]
+               if p["PolicyName"] == f"dnscamp-collector-{GUARD}-results")
+    iam.create_user(UserName="collector")
+    iam.attach_user_policy(UserName="collector", PolicyArn=arn)
+    key = iam.create_access_key(UserName="collector")["AccessKey"]
+    s3.put_object(Bucket=f"{GUARD}-results", Key=f"results/{GUARD}/alpha/R1/u.jsonl", Body=b"{}\n")
+    s3.put_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/alpha/us-east-2/i-1.json", Body=b"{}")
+    import boto3
+    from botocore.exceptions import ClientError
+
+    coll = boto3.client("s3", region_name="us-east-2", endpoint_url=m["url"], verify=m["ca"],
+                        aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+    set_auth(m, "0")
+    try:
+        assert coll.list_objects_v2(Bucket=f"{GUARD}-results", Prefix="results/")["KeyCount"] == 1
+        assert coll.get_object(Bucket=f"{GUARD}-results", Key=f"results/{GUARD}/alpha/R1/u.jsonl")["Body"].read() == b"{}\n"
+        for call, kw in ((coll.get_object, {"Key": f"status/{GUARD}/alpha/us-east-2/i-1.json"}),
+                         (coll.list_objects_v2, {"Prefix": "status/"}),
+                         (coll.put_object, {"Key": f"results/{GUARD}/alpha/R1/v.jsonl", "Body": b"x"}),
+                         (coll.delete_object, {"Key": f"results/{GUARD}/alpha/R1/u.jsonl"})):
+            with pytest.raises(ClientError) as denied:
+                call(Bucket=f"{GUARD}-results", **kw)
+            assert denied.value.response["Error"]["Code"] in ("AccessDenied", "403"), (call, kw)
+    finally:
+        set_auth(m, "inf")
+    s3.delete_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/alpha/us-east-2/i-1.json")
+
     # the same spec again: nothing changes (time alone, new presigned URLs, the AMI lookup)
     r = fleet(m, spec, "plan", "--out", str(build))
     assert "Plan: 0 to add, 0 to change, 0 to replace, 0 to destroy (nothing changes)" in r.stdout

@@ -130,12 +130,13 @@ def test_www20_renders_20_vantage_modules(tmp_path):
 def test_local_state_and_no_budget_by_default(tmp_path):
     c = rendered(tmp_path)
     assert "backend" not in c["terraform"] and "budget" not in c["module"]
-    assert c["module"]["results_bucket"]["noncurrent_expiration_days"] == 45 + 90
 
 
 def test_state_bucket_renders_a_locked_s3_backend(tmp_path):
     text = SPEC.replace('transition_days = 45', 'transition_days = 45\nstate_bucket = "r-tfstate"')
-    be = rendered(tmp_path, text=text)["terraform"]["backend"]["s3"]
+    tf = rendered(tmp_path, text=text)["terraform"]
+    be = tf["backend"]["s3"]
+    assert tf["required_version"] == ">= 1.10"
     assert be == {"bucket": "r-tfstate", "key": "dnscamp/r/terraform.tfstate", "region": "us-east-2",
                   "encrypt": True, "use_lockfile": True}
     be = rendered(tmp_path, text=text, endpoint_url="https://127.0.0.1:4566")["terraform"]["backend"]["s3"]

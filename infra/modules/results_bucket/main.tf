@@ -55,13 +55,9 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
       storage_class = var.transition_storage_class
     }
 
-    noncurrent_version_transition {
-      noncurrent_days = var.transition_days
-      storage_class   = var.transition_storage_class
-    }
-
     # an overwritten status object (every firing) or a re-shipped unit leaves a noncurrent
-    # version: kept long enough to undo a mistake, then it stops costing storage
+    # version: kept long enough to undo a mistake, then it stops costing storage. Not moved to
+    # the colder class first: those bodies are a few KiB, under its 128 KiB minimum billable size.
     noncurrent_version_expiration {
       noncurrent_days = var.noncurrent_expiration_days
     }
@@ -73,12 +69,6 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
 
   depends_on = [aws_s3_bucket_versioning.results]
 
-  lifecycle {
-    precondition {
-      condition     = var.noncurrent_expiration_days > var.transition_days
-      error_message = "noncurrent_expiration_days must be greater than transition_days (S3 expires a noncurrent version only after its transition)."
-    }
-  }
 }
 
 resource "aws_s3_bucket_policy" "tls_only" {
@@ -97,4 +87,31 @@ resource "aws_s3_bucket_policy" "tls_only" {
 
   # a policy put before the public access block exists can be refused as "public" by S3
   depends_on = [aws_s3_bucket_public_access_block.results]
+}
+
+# The collector's identity: read the results prefix and nothing else (no status/, no dist/, no
+# write, no delete). A managed policy without principals: attach it to the collector's user or
+# role (`aws iam attach-user-policy`, docs/pipeline.md "The collector"); its keys never pass
+# through Terraform, so they are never in the state.
+resource "aws_iam_policy" "collector" {
+  name        = "dnscamp-collector-${var.bucket_name}"
+  description = "dnscamp collect: list and read results/ of ${var.bucket_name}, nothing else"
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid       = "ListResultsOnly"
+        Effect    = "Allow"
+        Action    = "s3:ListBucket"
+        Resource  = aws_s3_bucket.results.arn
+        Condition = { StringLike = { "s3:prefix" = ["results/", "results/*"] } }
+      },
+      {
+        Sid      = "ReadResultsOnly"
+        Effect   = "Allow"
+        Action   = "s3:GetObject"
+        Resource = "${aws_s3_bucket.results.arn}/results/*"
+      },
+    ]
+  })
 }

@@ -9,7 +9,7 @@ variable "bucket_name" {
 }
 
 variable "transition_days" {
-  description = "Days after which objects (current and noncurrent versions) move to transition_storage_class."
+  description = "Days after which current objects move to transition_storage_class."
   type        = number
   default     = 30
 
@@ -37,9 +37,9 @@ variable "force_destroy" {
 }
 
 variable "noncurrent_expiration_days" {
-  description = "Days after which a noncurrent (overwritten or deleted) object version is removed; more than transition_days (default: 30 in the colder class + its 90-day minimum)."
+  description = "Days after which a noncurrent (overwritten or deleted) object version is removed (dnscamp.fleet.cost bills the same days)."
   type        = number
-  default     = 120
+  default     = 30
 
   validation {
     condition     = var.noncurrent_expiration_days >= 1 && floor(var.noncurrent_expiration_days) == var.noncurrent_expiration_days
