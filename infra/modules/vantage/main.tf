@@ -143,9 +143,6 @@ resource "aws_instance" "agent" {
   associate_public_ip_address = true
   ebs_optimized               = true
   user_data                   = local.user_data
-  # the agent shuts itself down at its end of life: it stops (its volume, and any spool left on
-  # it, stays for `fleet destroy` to drain) rather than terminating
-  instance_initiated_shutdown_behavior = "stop"
 
   metadata_options {
     http_endpoint               = "enabled"

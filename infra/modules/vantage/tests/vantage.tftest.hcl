@@ -49,10 +49,6 @@ run "defaults" {
     error_message = "IMDSv2 is required"
   }
   assert {
-    condition     = aws_instance.agent[0].instance_initiated_shutdown_behavior == "stop"
-    error_message = "an agent that shuts itself down at its end of life stops (its volume stays for the drain)"
-  }
-  assert {
     condition     = aws_instance.agent[0].root_block_device[0].encrypted == true
     error_message = "the root volume is encrypted"
   }
