@@ -86,6 +86,92 @@ def _init(build: Path, env: dict[str, str]) -> None:
     _tf(["init", "-input=false", "-no-color"], build, env)
 
 
+def _tee(args: list[str], build: Path, env: dict[str, str]) -> str:
+    """Run tofu/terraform, streaming its output, and return it; a failure exits 1 in one line
+    (naming a held state lock or a stale plan when that is the cause)."""
+    from dnscamp.fleet import toolchain
+
+    try:
+        r = toolchain.tee(args, cwd=build, env_extra=env)
+    except toolchain.ToolchainError as exc:
+        die(str(exc))
+    if r.returncode != 0:
+        if "Error acquiring the state lock" in r.stdout:
+            die(f"fleet: the state is locked by another `fleet apply` or `destroy` (see its lock info above); "
+                f"nothing was changed here: run again when it is done", code=1)
+        if "Saved plan is stale" in r.stdout:
+            die("fleet: the state changed since this plan was made (another apply?); nothing was applied: "
+                "run again to plan afresh", code=1)
+        die(f"fleet: `terraform {args[0]}` in {build} failed (exit {r.returncode}); see above", code=1)
+    return r.stdout
+
+
+def _state(build: Path, env: dict[str, str]):
+    """What the state holds (local or remote)."""
+    from dnscamp.fleet import state, toolchain
+
+    r = toolchain.run(["state", "pull"], cwd=build, env_extra=env, check=False)
+    if r.returncode != 0:
+        die(f"fleet: `terraform state pull` in {build} failed: {' '.join((r.stderr or r.stdout).split())[:300]}", code=1)
+    try:
+        return state.parse(r.stdout)
+    except state.StateError as exc:
+        die(f"fleet: {build}: {exc}", code=1)
+
+
+def _prepare(spec: Path, out: Path | None, endpoint_url: str | None, profile: str | None):
+    """Render, check the state bucket, init; then re-render with a provider for every region the
+    state still holds resources in (a vantage that left the spec must stay destroyable)."""
+    from dnscamp.fleet import aws, render
+
+    s, text = _spec(spec)
+    _, build = _render(spec, out, endpoint_url)
+    _tool()
+    env = _env(profile)
+    sb = render.state_bucket(s)
+    if sb is not None:
+        assert s.fleet is not None
+        try:
+            s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
+            s3.head_bucket(Bucket=sb)
+        except UsageError as exc:
+            die(str(exc), code=1)
+        except Exception as exc:
+            die(f"{spec}: fleet.state_bucket: s3://{sb} cannot be reached ({aws.one_line(exc)}): "
+                f"`dnscamp fleet init {spec}` creates it", code=1)
+    _init(build, env)
+    st = _state(build, env)
+    extra = [r for r in st.regions if r not in render.regions(s)]
+    if extra:
+        render.render(s, text, out=out, endpoint_url=endpoint_url, extra_regions=extra)
+    return s, build, env, st
+
+
+def _saved_plan(build: Path, env: dict[str, str], args: list[str], s, *, destroy: bool = False):
+    """`plan -out=tfplan ARGS`, then its summary (per region, by address, with the bill)."""
+    from dnscamp.fleet import cost, plan, toolchain
+
+    _tee(["plan", "-input=false", "-no-color", "-out=tfplan", *args], build, env)
+    shown = toolchain.run(["show", "-json", "tfplan"], cwd=build, env_extra=env, check=False)
+    if shown.returncode != 0:
+        die(f"fleet: `terraform show -json tfplan` in {build} failed: {' '.join(shown.stderr.split())[:300]}", code=1)
+    try:
+        bill = None if destroy else cost.bill(s)
+    except cost.CostError:
+        bill = None  # the bill was refused in one line already; the plan stands without it
+    try:
+        summary = plan.summarize(json.loads(shown.stdout), json.loads((build / "main.tf.json").read_text()), bill)
+    except (ValueError, plan.PlanError) as exc:
+        die(f"fleet: {build}/tfplan: {exc}", code=1)
+    summary.destroy = destroy
+    return summary
+
+
+def _drop_plan(build: Path) -> None:
+    """A saved plan holds the variables' values (the presigned URLs): never leave one behind."""
+    (build / "tfplan").unlink(missing_ok=True)
+
+
 def _bill(s) -> None:
     from dnscamp.fleet import cost
 
@@ -104,57 +190,136 @@ def render_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str 
     typer.echo(f"{build / 'main.tf.json'}")
 
 
+@app.command("init")
+def init_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
+                 profile: str | None = PROFILE) -> None:
+    """Create the state bucket of [fleet] state_bucket when it does not exist (versioned,
+    encrypted, public access blocked, in home_region), then render and `terraform init`. Without
+    state_bucket the state stays local in the build dir (rehearsals, tests)."""
+    from dnscamp.fleet import aws, render, statebucket
+
+    s, _ = _spec(spec)
+    sb = render.state_bucket(s) if s.fleet else None
+    if sb is not None:
+        assert s.fleet is not None
+        try:
+            s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
+            created = statebucket.ensure(s3, sb, s.fleet.home_region)
+        except UsageError as exc:
+            die(str(exc), code=1)
+        except Exception as exc:
+            die(f"{spec}: fleet.state_bucket: s3://{sb}: {aws.one_line(exc)}", code=1)
+        typer.echo(f"fleet: state bucket s3://{sb} {'created' if created else 'exists'}; state key "
+                   f"{render.state_key(s.campaign.name)} (locked by a lock file beside it)")
+    _, build = _render(spec, out, endpoint_url)
+    _tool()
+    _init(build, _env(profile))
+    typer.echo(f"fleet: {build} initialised ({'state in s3://' + sb if sb else 'local state in the build dir'})")
+
+
 @app.command("plan")
 def plan_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
                  profile: str | None = PROFILE, plan_json: Path | None = typer.Option(
                      None, "--plan-json", help="Also write the plan as JSON (`terraform show -json`), e.g. for checkov.")) -> None:
-    """Render, then `init` and `plan` (read-only; the agent URLs are plan-only placeholders)."""
-    _, build = _render(spec, out, endpoint_url)
-    _tool()
-    env = _env(profile)
-    _init(build, env)
-    if plan_json is None:
-        _tf(["plan", "-input=false", "-no-color"], build, env)
-        return
-    _tf(["plan", "-input=false", "-no-color", "-out=tfplan"], build, env)
+    """Render, then `init` and `plan` (read-only; the agent URLs are plan-only placeholders):
+    Terraform's plan, then the summary per region (to add, change, replace, destroy; the bill)."""
     from dnscamp.fleet import toolchain
 
-    shown = toolchain.run(["show", "-json", "tfplan"], cwd=build, env_extra=env, check=True)
-    plan_json.write_text(shown.stdout)
-    typer.echo(f"fleet: plan JSON written to {plan_json}")
+    s, build, env, _ = _prepare(spec, out, endpoint_url, profile)
+    try:
+        summary = _saved_plan(build, env, [], s)
+        typer.echo(summary.describe())
+        if plan_json is not None:
+            shown = toolchain.run(["show", "-json", "tfplan"], cwd=build, env_extra=env, check=True)
+            plan_json.write_text(shown.stdout)
+            typer.echo(f"fleet: plan JSON written to {plan_json}")
+    finally:
+        _drop_plan(build)
+
+
+ALLOW_REPLACE = typer.Option(False, "--allow-replace", help=(
+    "Accept a plan that replaces or destroys an agent instance (or the results bucket); default: such a "
+    "plan is refused, naming the addresses."))
 
 
 @app.command("apply")
 def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
                   profile: str | None = PROFILE, dry_run: bool = typer.Option(
-                      False, "--dry-run", help="Print the bill and the plan; create nothing."), yes: bool = YES) -> None:
-    """Create the fleet: print the bill, build this checkout's agent wheel, create the results bucket,
-    upload the wheel and lock under dist/<version>/, then create everything else with presigned URLs."""
-    from dnscamp.fleet import artifacts, aws, preflight, render
+                      False, "--dry-run", help="Print the bill and the plan; create nothing."), yes: bool = YES,
+                  allow_replace: bool = ALLOW_REPLACE) -> None:
+    """Create or update the fleet. Prints the bill; then (1) plans the results bucket alone and
+    applies that saved plan when it changes anything, (2) builds this checkout's agent wheel and
+    uploads it with its lock under dist/<version>/, (3) plans everything else with the presigned
+    URLs, prints the plan's summary (per region: to add, change, replace, destroy; the bill per
+    day), asks, and applies exactly that saved plan. A plan that replaces or destroys an agent
+    instance or the results bucket is refused unless --allow-replace."""
+    from dnscamp.fleet import plan, preflight, render
 
     preflight.run_preflight(_spec(spec)[0], spec, profile, endpoint_url)  # exit 2 before any terraform
-    s, build = _render(spec, out, endpoint_url)
+    s, build, env, _ = _prepare(spec, out, endpoint_url, profile)
     _bill(s)
-    _tool()
-    env = _env(profile)
-    _init(build, env)
-    if dry_run:
-        _tf(["plan", "-input=false", "-no-color"], build, env)
-        typer.echo("fleet: dry run: nothing created")
-        return
-    if not yes and not typer.confirm(f"create the fleet of {s.campaign.name} (billed as above)?", default=False):
-        raise typer.Exit(1)
+    try:
+        if dry_run:
+            summary = _saved_plan(build, env, [], s)
+            typer.echo(summary.describe())
+            try:
+                summary.check(allow_replace)
+            except plan.PlanRefused as exc:
+                die(f"{exc} (dry run: nothing created)", code=1)
+            typer.echo("fleet: dry run: nothing created")
+            return
+        # 1) the bucket alone: the wheel needs somewhere to go before any instance can fetch it
+        bucket = _saved_plan(build, env, ["-target=module.results_bucket"], s)
+        if not bucket.empty:
+            typer.echo(bucket.describe())
+            _guard(bucket, allow_replace)
+            if not yes and not typer.confirm(f"apply this plan to the results bucket of {s.campaign.name}?", default=False):
+                raise typer.Exit(1)
+            _tee(["apply", "-input=false", "-no-color", "tfplan"], build, env)
+        _drop_plan(build)
+        agent = _upload_agent(s, profile, endpoint_url)
+        if any(agent.get(k) == render.PLAN_ONLY[k] for k in render.PLAN_ONLY):  # never ship a placeholder
+            die("fleet: refusing to apply with plan-only agent values", code=1)
+        # 2) everything else, with the presigned URLs and digests (environment only, never a file)
+        env = _env(profile, agent)
+        summary = _saved_plan(build, env, [], s)
+        typer.echo(summary.describe())
+        _guard(summary, allow_replace)
+        if summary.empty:
+            typer.echo(f"fleet: nothing to change; `dnscamp fleet status {spec}` lists the instances")
+            return
+        if not yes and not typer.confirm(f"apply this plan to the fleet of {s.campaign.name} (billed as above)?",
+                                         default=False):
+            raise typer.Exit(1)
+        _tee(["apply", "-input=false", "-no-color", "tfplan"], build, env)
+    finally:
+        _drop_plan(build)
+    typer.echo(f"fleet: applied; `dnscamp fleet status {spec}` lists the instances, `dnscamp fleet ssh {spec} VANTAGE` "
+               "opens a shell")
+
+
+def _guard(summary, allow_replace: bool) -> None:
+    from dnscamp.fleet import plan
+
+    try:
+        summary.check(allow_replace)
+    except plan.PlanRefused as exc:
+        die(str(exc), code=1)
+
+
+def _upload_agent(s, profile: str | None, endpoint_url: str | None) -> dict[str, str]:
+    """Build this checkout's agent wheel (and CoreDNS for the whoami server), upload under dist/,
+    return the TF_VAR values (presigned URLs and digests)."""
+    from dnscamp.fleet import artifacts, aws
+
+    assert s.fleet is not None
     try:
         with tempfile.TemporaryDirectory(prefix="dnscamp-agent-") as tmp:
             b = artifacts.build(Path(tmp))
-            dns_binary = artifacts.coredns() if s.fleet and s.fleet.whoami_zone else None
+            dns_binary = artifacts.coredns() if s.fleet.whoami_zone else None
             typer.echo(f"fleet: agent {b.wheel.name} sha256 {b.wheel.sha256[:16]}... from commit "
                        f"{(b.commit or 'none')[:12]}{' (uncommitted changes are not deployed)' if b.dirty else ''}")
-            # 1) the bucket alone: the wheel needs somewhere to go before any instance can fetch it
-            _tf(["apply", "-input=false", "-no-color", "-auto-approve", "-target=module.results_bucket"], build, env)
-            assert s.fleet is not None
-            sess = aws.session(profile)
-            s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
+            s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
             try:
                 agent = artifacts.upload(s3, s.fleet.results_bucket, b)
                 if dns_binary is not None:
@@ -163,42 +328,103 @@ def apply_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str |
                 die(f"fleet: uploading the agent to s3://{s.fleet.results_bucket}/dist/ failed: {aws.one_line(exc)}", code=1)
     except UsageError as exc:
         die(str(exc), code=1)
-    if any(agent.get(k) == render.PLAN_ONLY[k] for k in render.PLAN_ONLY):  # never ship a placeholder
-        die("fleet: refusing to apply with plan-only agent values", code=1)
-    # 2) everything else, with the presigned URLs and digests (environment only, never a file)
-    _tf(["apply", "-input=false", "-no-color", "-auto-approve"], build, _env(profile, agent))
-    typer.echo(f"fleet: applied; `dnscamp fleet status {spec}` lists the instances")
+    return agent
 
 
 @app.command("destroy")
 def destroy_command(spec: Path = SPEC, out: Path | None = OUT, endpoint_url: str | None = ENDPOINT,
                     profile: str | None = PROFILE, yes: bool = YES, delete_bucket: bool = typer.Option(
                         False, "--delete-bucket", help="Also empty (every object version) and delete the results "
-                                                       "bucket. Default: keep it, results outlive the fleet.")) -> None:
-    """Remove the fleet's instances, roles, security groups and whoami server; the results bucket
-    stays unless --delete-bucket."""
-    from dnscamp.fleet import aws
+                                                       "bucket. Default: keep it, results outlive the fleet."),
+                    force: bool = typer.Option(False, "--force", help=(
+                        "Do not wait for the agents to drain: results still in a spool are lost.")),
+                    drain_timeout: float = typer.Option(
+                        3600.0, "--drain-timeout", min=0, help="Seconds to wait for the drain before giving up (exit 1).",),
+                    poll: float = typer.Option(30.0, "--poll", min=0.1, help="Seconds between looks at the status objects.")) -> None:
+    """Drain, then destroy everything in the Terraform state but the results bucket. Draining
+    waits until every live instance's status object shows nothing pending (or --force); the
+    destroy covers what the state holds, vantages removed from the spec included; the results
+    bucket stays unless --delete-bucket."""
+    from dnscamp.fleet import aws, drain, render, status
 
-    s, build = _render(spec, out, endpoint_url)
-    _tool()
-    env = _env(profile)
-    _init(build, env)
-    what = "everything, the results bucket included" if delete_bucket else "all but the results bucket"
-    if not yes and not typer.confirm(f"destroy the fleet of {s.campaign.name} ({what})?", default=False):
-        raise typer.Exit(1)
-    cfg = json.loads((build / "main.tf.json").read_text())
-    if delete_bucket:
-        assert s.fleet is not None
-        s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
+    s, build, env, st = _prepare(spec, out, endpoint_url, profile)
+    if st.empty:
+        typer.echo(f"fleet: the state of {s.campaign.name} holds nothing: nothing to destroy")
+        return
+    assert s.fleet is not None
+    bucket = s.fleet.results_bucket
+    if not force:
         try:
-            n = aws.empty_bucket(s3, s.fleet.results_bucket)
-        except Exception as exc:
-            die(f"fleet: emptying s3://{s.fleet.results_bucket} failed: {aws.one_line(exc)}", code=1)
-        typer.echo(f"fleet: deleted {n} object version(s) from {s.fleet.results_bucket}")
-        targets = []
-    else:
-        targets = [f"-target=module.{m}" for m in cfg["module"] if m != "results_bucket"]
-    _tf(["destroy", "-input=false", "-no-color", "-auto-approve", *targets], build, env)
+            sess = aws.session(profile)
+            s3 = aws.client(sess, "s3", s.fleet.home_region, endpoint_url)
+            where = render.regions(s, st.regions)
+            left = drain.drain(lambda: status.read_statuses(s3, bucket, s.campaign.name),
+                               lambda: aws.instances(sess, s, where, endpoint_url),
+                               timeout_s=drain_timeout, poll_s=poll, log=lambda m: typer.echo(f"fleet: {m}"))
+        except UsageError as exc:
+            die(str(exc), code=1)
+        except Exception as exc:  # botocore: no credentials, no such bucket, ...
+            die(f"fleet destroy: draining: {aws.one_line(exc)}", code=1)
+        if left:
+            for line in left:
+                typer.echo(f"  still holding results: {line}", err=True)
+            die(f"fleet: not drained after {drain_timeout:g} s: {len(left)} instance(s) may still hold results "
+                f"(first: {left[0]}); nothing destroyed (wait longer with --drain-timeout, or --force to lose them)",
+                code=1)
+        typer.echo("fleet: drained: every live instance's status shows nothing pending")
+    targets = [f"-target=module.{m}" for m in st.modules if delete_bucket or m != "results_bucket"]
+    if not targets:
+        typer.echo("fleet: the state holds only the results bucket, which stays (--delete-bucket deletes it)")
+        return
+    try:
+        summary = _saved_plan(build, env, ["-destroy", *targets], s, destroy=True)
+        typer.echo(summary.describe())
+        what = "everything, the results bucket included" if delete_bucket else "all but the results bucket"
+        if not yes and not typer.confirm(f"destroy the fleet of {s.campaign.name} ({what})?", default=False):
+            raise typer.Exit(1)
+        if delete_bucket:
+            s3 = aws.client(aws.session(profile), "s3", s.fleet.home_region, endpoint_url)
+            try:
+                n = aws.empty_bucket(s3, bucket)
+            except Exception as exc:
+                die(f"fleet: emptying s3://{bucket} failed: {aws.one_line(exc)}", code=1)
+            typer.echo(f"fleet: deleted {n} object version(s) from {bucket}")
+        _tee(["apply", "-input=false", "-no-color", "tfplan"], build, env)
+    finally:
+        _drop_plan(build)
+    typer.echo(f"fleet: destroyed {summary.counts()['delete']} resource(s)"
+               + ("" if delete_bucket else f"; s3://{bucket} kept"))
+
+
+@app.command("ssh")
+def ssh_command(spec: Path = SPEC, vantage: str = typer.Argument(..., help="The ec2 vantage id."),
+                region: str | None = typer.Option(None, "--region", help="Only this region's instances."),
+                endpoint_url: str | None = ENDPOINT, profile: str | None = PROFILE) -> None:
+    """Print the `aws ssm start-session` line of each running instance of VANTAGE (found by its
+    tags): SSM Session Manager, no SSH key and no open port (needs the AWS CLI's Session Manager plugin)."""
+    from dnscamp.fleet import aws, render
+
+    s, _ = _spec(spec)
+    if s.fleet is None:
+        die(f"{spec}: fleet: no [fleet] section")
+    known = {v.id: v for v in s.ec2_vantages()}
+    if vantage not in known:
+        die(f"{spec}: vantages: no ec2 vantage {vantage!r} (ec2 vantages: {', '.join(known) or 'none'})")
+    where = [region] if region else render.regions(s)
+    if region and region not in known[vantage].all_regions:
+        die(f"{spec}: vantages.{vantage}: not in region {region!r} (its regions: {', '.join(known[vantage].all_regions)})")
+    try:
+        found = [i for i in aws.instances(aws.session(profile), s, where, endpoint_url)
+                 if i.vantage == vantage and i.state == "running"]
+    except UsageError as exc:
+        die(str(exc), code=1)
+    except Exception as exc:
+        die(f"fleet ssh: {aws.one_line(exc)}", code=1)
+    if not found:
+        die(f"fleet: no running instance of {vantage}{' in ' + region if region else ''} tagged "
+            f"campaign={s.campaign.name}", code=1)
+    for i in sorted(found, key=lambda i: (i.region, i.id)):
+        typer.echo(f"aws ssm start-session --target {i.id} --region {i.region}" + (f" --profile {profile}" if profile else ""))
 
 
 @app.command("status")

@@ -144,3 +144,28 @@ def run(args: Sequence[str], cwd: str | Path, env_extra: Mapping[str, str] | Non
         if mirror is not None:
             argv.insert(2, f"-plugin-dir={mirror}")
     return subprocess.run(argv, cwd=cwd, env=tf_env(env_extra), check=check, text=True, capture_output=capture)
+
+
+def tee(args: Sequence[str], cwd: str | Path, env_extra: Mapping[str, str] | None = None,
+        out=None) -> subprocess.CompletedProcess[str]:
+    """``tofu|terraform ARGS`` with stdout and stderr merged, streamed line by line to ``out``
+    (default sys.stdout) as it runs and also returned, so a caller can both show a long apply as
+    it goes and read its errors (a held state lock, a stale plan). Never raises on exit codes."""
+    import sys
+
+    _, exe = find_terraform()
+    argv = [str(exe), *args]
+    if args and args[0] == "init" and not any(a.startswith("-plugin-dir") for a in args):
+        mirror = provider_mirror()
+        if mirror is not None:
+            argv.insert(2, f"-plugin-dir={mirror}")
+    sink = out or sys.stdout
+    lines: list[str] = []
+    with subprocess.Popen(argv, cwd=cwd, env=tf_env(env_extra), text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT) as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            lines.append(line)
+            sink.write(line)
+            sink.flush()
+    return subprocess.CompletedProcess(argv, p.returncode, "".join(lines), "")

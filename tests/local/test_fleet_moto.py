@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from vantage_agent import ship
+
 from tests.local.test_fleet_terraform import require_terraform
 
 pytestmark = pytest.mark.local
@@ -117,9 +119,12 @@ def moto(tmp_path_factory):
     ca = CA(d / "ca").ensure()
     leaf = ca.issue("moto", ["moto.test"], ips=["127.0.0.1"])
     server = _moto_server_class()(leaf.cert, leaf.key)
+    # the instance role attaches AWS's AmazonSSMManagedInstanceCore, which moto knows only when asked
+    patch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
     server.start()
     host, port = server.get_host_and_port()
     url = f"https://{host}:{port}"
+    reset_backends(url, str(ca.cert_path))  # backends made earlier in this process did not load them
     env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIAMOTOTESTOPERATOR", AWS_SECRET_ACCESS_KEY=MARKER,
                AWS_DEFAULT_REGION="us-east-2", AWS_CA_BUNDLE=str(ca.cert_path))
     env.pop("AWS_PROFILE", None)
@@ -129,6 +134,13 @@ def moto(tmp_path_factory):
     yield {"url": url, "env": env, "spec": spec, "build": d / "build", "ca": str(ca.cert_path), "outputs": []}
     server.stop()
     patch.undo()
+
+
+def reset_backends(url: str, cafile: str) -> None:
+    import ssl
+
+    req = urllib.request.Request(f"{url}/moto-api/reset", data=b"", method="POST")
+    urllib.request.urlopen(req, context=ssl.create_default_context(cafile=cafile), timeout=30).read()
 
 
 def cli(m, *args, check=True) -> subprocess.CompletedProcess:
@@ -191,11 +203,15 @@ def test_apply_status_policy_destroy(moto):
     set_auth(m, "0")
     try:
         agent.put_object(Bucket="motofleet-results", Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl", Body=b"{}\n")
-        agent.put_object(Bucket="motofleet-results", Key="status/alpha/us-east-2.json", Body=b'{"state": "ok"}')
-        denied(agent.put_object, Key="status/alpha/eu-central-1.json", Body=b"x")  # its vantage's other region
+        body = ship.status_body(campaign=CAMPAIGN, vantage="alpha", region="us-east-2", instance_id="i-0123",
+                                phase="measuring", state={}, pending_units=0, runs_incomplete=0,
+                                disk_free_bytes=1 << 40, clock_offset_s=0.0)  # fmt: skip
+        agent.put_object(Bucket="motofleet-results", Key=f"status/{CAMPAIGN}/alpha/us-east-2/i-0123.json",
+                         Body=json.dumps(body).encode())  # a schema-1 status, as the agent writes it
+        denied(agent.put_object, Key=f"status/{CAMPAIGN}/alpha/eu-central-1/i-0123.json", Body=b"x")  # its vantage's other region
         denied(agent.put_object, Key=f"results/{CAMPAIGN}/beta/batch-1.jsonl", Body=b"x")  # another vantage's prefix
-        denied(agent.put_object, Key="status/beta/us-east-2.json", Body=b"x")
-        denied(agent.put_object, Key="status/alpha.json", Body=b"x")
+        denied(agent.put_object, Key=f"status/{CAMPAIGN}/beta/us-east-2/i-0123.json", Body=b"x")
+        denied(agent.put_object, Key="status/alpha/us-east-2.json", Body=b"x")
         denied(agent.put_object, Key="dist/evil.whl", Body=b"x")
         denied(agent.get_object, Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl")
         denied(agent.list_objects_v2, Prefix="results/")
@@ -216,14 +232,15 @@ def test_apply_status_policy_destroy(moto):
     text = cli(m, "status").stdout
     assert "vantage alpha: last upload 20" in text and "4 instance(s)" in text
 
-    # destroy: instances and roles go, the results bucket stays (until --delete-bucket)
-    cli(m, "destroy", "--out", str(m["build"]), "--yes")
+    # destroy: instances and roles go, the results bucket stays (until --delete-bucket); these
+    # agents never wrote a status object, so there is nothing to drain by (test_fleet_terraform drains)
+    cli(m, "destroy", "--out", str(m["build"]), "--yes", "--force")
     st = json.loads(cli(m, "status", "--json").stdout)
     assert st["instances"] and all(i["state"] == "terminated" for i in st["instances"])
     roles = {r["RoleName"] for r in boto(m, "iam").list_roles()["Roles"]}
     assert not any(r.startswith(f"dnscamp-{CAMPAIGN}-") for r in roles)
     assert s3.head_bucket(Bucket="motofleet-results")
-    cli(m, "destroy", "--out", str(m["build"]), "--yes", "--delete-bucket")
+    cli(m, "destroy", "--out", str(m["build"]), "--yes", "--delete-bucket", "--force")
     assert "motofleet-results" not in {b["Name"] for b in s3.list_buckets()["Buckets"]}
 
     # the secret key never reached a file of the build dir or any output

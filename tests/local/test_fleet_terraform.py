@@ -77,3 +77,292 @@ def test_validate_catches_a_broken_render(tmp_path):
     tf(["init", "-input=false", "-backend=false", "-no-color"], build)
     r = toolchain.run(["validate", "-json", "-no-color"], cwd=build, check=False)
     assert r.returncode != 0 and json.loads(r.stdout)["valid"] is False
+
+
+# --- the saved plan, the remote locked state, drain and destroy: the real CLI, Terraform and the
+# hashicorp/aws provider against moto in server mode (test_fleet_moto.py's HTTPS server)
+
+GUARD = "tfguard"
+AMI = "ami-1e749f67"  # an image moto ships in every region
+GUARD_SPEC = f"""
+[campaign]
+name = "{GUARD}"
+[[vantages]]
+id = "alpha"
+provider = "ec2"
+region = "us-east-2"
+instance_type = "t3.micro"
+[[vantages]]
+id = "beta"
+provider = "ec2"
+region = "eu-central-1"
+instance_type = "t3.micro"
+instance_count = 2
+[fleet]
+results_bucket = "{GUARD}-results"
+state_bucket = "{GUARD}-tfstate"
+home_region = "us-east-2"
+ami_ids = {{ "us-east-2" = "{AMI}", "eu-central-1" = "{AMI}" }}
+[kinds.ping]
+targets = ["1.1.1.1"]
+"""
+GAMMA = """
+[[vantages]]
+id = "gamma"
+provider = "ec2"
+region = "us-east-2"
+instance_type = "t3.micro"
+"""
+
+
+def _assume_the_prefix_condition(monkeypatch) -> None:
+    """moto 5.2 has no request's s3:prefix to match the collector's ListBucket condition against
+    (and denies a statement whose condition it cannot evaluate): apply that statement as if the
+    condition held. The listing below is under results/; the condition itself is asserted by the
+    results_bucket module's terraform test."""
+    from moto.iam.access_control import IAMPolicyStatement
+
+    inner = IAMPolicyStatement.is_action_permitted
+
+    def is_action_permitted(self, action, resource="*", principal=None, incoming_condition_values=None):
+        if self._statement.get("Condition") == {"StringLike": {"s3:prefix": ["results/", "results/*"]}}:
+            bare = IAMPolicyStatement({k: v for k, v in self._statement.items() if k != "Condition"})
+            return inner(bare, action, resource, principal, incoming_condition_values)
+        return inner(self, action, resource, principal, incoming_condition_values)
+
+    monkeypatch.setattr(IAMPolicyStatement, "is_action_permitted", is_action_permitted)
+
+
+@pytest.fixture(scope="module")
+def aws(tmp_path_factory):
+    """An HTTPS moto server (IAM's AWS-managed policies loaded) and the operator's environment."""
+    import os
+
+    from testbed.services.ca import CA
+    from tests.local import test_fleet_moto as fm
+
+    require_terraform()
+    patch = pytest.MonkeyPatch()
+    fm._evaluate_secure_transport(patch)
+    _assume_the_prefix_condition(patch)
+    patch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+    d = tmp_path_factory.mktemp("tfguard")
+    ca = CA(d / "ca").ensure()
+    leaf = ca.issue("moto", ["moto.test"], ips=["127.0.0.1"])
+    server = fm._moto_server_class()(leaf.cert, leaf.key)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"https://{host}:{port}"
+    fm.reset_backends(url, str(ca.cert_path))
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIAMOTOTESTOPERATOR", AWS_SECRET_ACCESS_KEY=fm.MARKER,
+               AWS_DEFAULT_REGION="us-east-2", AWS_CA_BUNDLE=str(ca.cert_path))
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_SESSION_TOKEN", None)
+    yield {"url": url, "env": env, "ca": str(ca.cert_path), "dir": d, "outputs": []}
+    server.stop()
+    patch.undo()
+
+
+def fleet(m, spec, *args, check=True, after=()):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "dnscamp.cli", "fleet", *args, str(spec), *after, "--endpoint-url", m["url"]],
+                       cwd=render.REPO, env=m["env"], capture_output=True, text=True, timeout=1200)
+    m["outputs"].append(r.stdout + r.stderr)
+    if check:
+        assert r.returncode == 0, f"fleet {args}: {r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def client(m, service, region="us-east-2"):
+    import boto3
+
+    from tests.local.test_fleet_moto import MARKER
+
+    return boto3.client(service, region_name=region, endpoint_url=m["url"], verify=m["ca"],
+                        aws_access_key_id="AKIAMOTOTESTOPERATOR", aws_secret_access_key=MARKER)
+
+
+def instances(m, region, vantage=None, states=("pending", "running")):
+    out = []
+    for r in client(m, "ec2", region).describe_instances(
+            Filters=[{"Name": "tag:campaign", "Values": [GUARD]}])["Reservations"]:
+        for i in r["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+            if i["State"]["Name"] in states and (vantage is None or tags.get("vantage") == vantage):
+                out.append((tags.get("vantage"), i["InstanceId"]))
+    return sorted(out)
+
+
+def put_status(m, vantage, region, iid, pending):
+    """A status object as the agent writes it (every field of schema 1 present)."""
+    now = "2026-11-27T12:00:00+00:00"
+    body = {"schema": 1, "campaign": GUARD, "vantage": vantage, "region": region, "instance_id": iid, "at": now,
+            "agent_version": "0.1.0", "phase": "measuring", "launched_at": now, "last_firing": None, "firings": 1,
+            "skipped_firings": 0, "last_skipped_at": None, "pending_units": pending, "runs_incomplete": 0,
+            "disk_free_bytes": 8 << 30, "clock_offset_s": 0.1, "error": None,
+            "ship": {"shipped": 3, "pending": pending, "errors": []}}
+    client(m, "s3").put_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/{vantage}/{region}/{iid}.json",
+                               Body=json.dumps(body).encode())
+
+
+def tf_state(m) -> dict:
+    o = client(m, "s3").get_object(Bucket=f"{GUARD}-tfstate", Key=f"dnscamp/{GUARD}/terraform.tfstate")
+    return json.loads(o["Body"].read())
+
+
+def test_saved_plan_guard_locked_state_drain_and_destroy_by_state(aws, tmp_path):
+    m = aws
+    spec = tmp_path / "tfguard.toml"
+    spec.write_text(GUARD_SPEC)
+    build = tmp_path / "build"
+    s3 = client(m, "s3")
+
+    # init: the state bucket, versioned, encrypted, public access blocked
+    r = fleet(m, spec, "init", "--out", str(build))
+    assert f"state bucket s3://{GUARD}-tfstate created" in r.stdout
+    assert s3.get_bucket_versioning(Bucket=f"{GUARD}-tfstate")["Status"] == "Enabled"
+    assert s3.get_public_access_block(Bucket=f"{GUARD}-tfstate")["PublicAccessBlockConfiguration"]["BlockPublicPolicy"]
+    assert s3.get_bucket_encryption(Bucket=f"{GUARD}-tfstate")["ServerSideEncryptionConfiguration"]["Rules"]
+    assert "exists" in fleet(m, spec, "init", "--out", str(build)).stdout  # a second init changes nothing
+
+    # apply: the summary per region before the saved plan is applied; state in S3, none local
+    r = fleet(m, spec, "apply", "--out", str(build), "--yes")
+    assert "us-east-2: " in r.stdout and "eu-central-1: " in r.stdout and "bill $" in r.stdout
+    assert "+   module.vantage_beta_eu_central_1.aws_instance.agent[1]" in r.stdout
+    assert len(instances(m, "eu-central-1", "beta")) == 2 and len(instances(m, "us-east-2", "alpha")) == 1
+    assert not (build / "terraform.tfstate").exists() and not (build / "tfplan").exists()
+    assert any(res["type"] == "aws_instance" for res in tf_state(m)["resources"])
+    role = f"dnscamp-{GUARD}-alpha-us-east-2"
+    attached = client(m, "iam").list_attached_role_policies(RoleName=role)["AttachedPolicies"]
+    assert [p["PolicyName"] for p in attached] == ["AmazonSSMManagedInstanceCore"]
+    ingress = [sg["IpPermissions"] for sg in client(m, "ec2").describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [role]}])["SecurityGroups"]]
+    assert ingress == [[]]  # no inbound port at all
+
+    # the collector's policy, attached to a user of its own, under moto's IAM enforcement: it
+    # lists and reads results/; it cannot read status/, write or delete
+    from tests.local.test_fleet_moto import set_auth
+
+    iam = client(m, "iam")
+    arn = next(p["Arn"] for p in iam.list_policies(Scope="Local")["Policies"]
+               if p["PolicyName"] == f"dnscamp-collector-{GUARD}-results")
+    iam.create_user(UserName="collector")
+    iam.attach_user_policy(UserName="collector", PolicyArn=arn)
+    key = iam.create_access_key(UserName="collector")["AccessKey"]
+    s3.put_object(Bucket=f"{GUARD}-results", Key=f"results/{GUARD}/alpha/R1/u.jsonl", Body=b"{}\n")
+    s3.put_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/alpha/us-east-2/i-1.json", Body=b"{}")
+    import boto3
+    from botocore.exceptions import ClientError
+
+    coll = boto3.client("s3", region_name="us-east-2", endpoint_url=m["url"], verify=m["ca"],
+                        aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+    set_auth(m, "0")
+    try:
+        assert coll.list_objects_v2(Bucket=f"{GUARD}-results", Prefix="results/")["KeyCount"] == 1
+        assert coll.get_object(Bucket=f"{GUARD}-results", Key=f"results/{GUARD}/alpha/R1/u.jsonl")["Body"].read() == b"{}\n"
+        for call, kw in ((coll.get_object, {"Key": f"status/{GUARD}/alpha/us-east-2/i-1.json"}),
+                         (coll.put_object, {"Key": f"results/{GUARD}/alpha/R1/v.jsonl", "Body": b"x"}),
+                         (coll.delete_object, {"Key": f"results/{GUARD}/alpha/R1/u.jsonl"})):
+            with pytest.raises(ClientError) as denied:
+                call(Bucket=f"{GUARD}-results", **kw)
+            assert denied.value.response["Error"]["Code"] in ("AccessDenied", "403"), (call, kw)
+    finally:
+        set_auth(m, "inf")
+    s3.delete_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/alpha/us-east-2/i-1.json")
+
+    # the same spec again: nothing changes (time alone, new presigned URLs, the AMI lookup)
+    r = fleet(m, spec, "plan", "--out", str(build))
+    assert "Plan: 0 to add, 0 to change, 0 to replace, 0 to destroy (nothing changes)" in r.stdout
+    ids = instances(m, "eu-central-1")
+    r = fleet(m, spec, "apply", "--out", str(build), "--yes")
+    assert "fleet: nothing to change" in r.stdout and instances(m, "eu-central-1") == ids
+
+    # a replacement (a tainted agent) is refused in one line naming it, and nothing happens
+    from dnscamp.fleet import toolchain
+
+    env = {k: v for k, v in m["env"].items() if k.startswith("AWS_")}
+    taint = toolchain.run(["taint", "module.vantage_beta_eu_central_1.aws_instance.agent[0]"], cwd=build,
+                          env_extra=env, check=False)
+    assert taint.returncode == 0, taint.stdout + taint.stderr
+    r = fleet(m, spec, "apply", "--out", str(build), "--yes", check=False)
+    assert r.returncode == 1 and instances(m, "eu-central-1") == ids
+    (line,) = [ln for ln in r.stderr.splitlines() if "refused" in ln]
+    assert "module.vantage_beta_eu_central_1.aws_instance.agent[0] (replace)" in line and "--allow-replace" in line
+    toolchain.run(["untaint", "module.vantage_beta_eu_central_1.aws_instance.agent[0]"], cwd=build, env_extra=env)
+    # so is an instance count that shrinks (a destroy), also in a dry run
+    spec.write_text(GUARD_SPEC.replace("instance_count = 2", "instance_count = 1"))
+    r = fleet(m, spec, "apply", "--out", str(build), "--dry-run", check=False)
+    assert r.returncode == 1 and "module.vantage_beta_eu_central_1.aws_instance.agent[1] (delete)" in r.stderr
+    spec.write_text(GUARD_SPEC)
+
+    # `fleet ssh`: the Session Manager line of each running instance of the vantage
+    r = fleet(m, spec, "ssh", after=("beta", "--region", "eu-central-1"))
+    assert sorted(r.stdout.split("\n")[:-1]) == [f"aws ssm start-session --target {i} --region eu-central-1" for _, i in ids]
+
+    # a lock held by another apply: refused in one line, the state untouched
+    serial = tf_state(m)["serial"]
+    lock = f"dnscamp/{GUARD}/terraform.tfstate.tflock"
+    s3.put_object(Bucket=f"{GUARD}-tfstate", Key=lock, Body=json.dumps(
+        {"ID": "5e4a1b3c-0000-4000-8000-000000000000", "Operation": "OperationTypeApply", "Who": "other@host",
+         "Version": "1.11.4", "Created": "2026-11-27T12:00:00Z", "Path": f"{GUARD}-tfstate/dnscamp/{GUARD}/terraform.tfstate"}).encode())
+    r = fleet(m, spec, "plan", "--out", str(build), check=False)
+    assert r.returncode == 1 and "the state is locked by another" in r.stderr and "other@host" in r.stdout
+    s3.delete_object(Bucket=f"{GUARD}-tfstate", Key=lock)
+    assert tf_state(m)["serial"] == serial
+
+    # two applies at once from two checkouts (a vantage added): one takes the lock, the other
+    # fails on it or plans after it; the state is never corrupted, no instance is made twice
+    import subprocess
+
+    both = GUARD_SPEC + GAMMA
+    spec_gamma = tmp_path / "tfguard-gamma.toml"
+    spec_gamma.write_text(both)
+    from dnscamp.spec import loads
+
+    dirs = [render.render(loads(both, str(spec_gamma)), both, out=tmp_path / f"co{k}", endpoint_url=m["url"]) for k in (1, 2)]
+    tf_env = {**env, **{f"TF_VAR_{k}": v for k, v in render.PLAN_ONLY.items()}}
+    for d in dirs:
+        assert toolchain.run(["init", "-input=false", "-no-color"], cwd=d, env_extra=tf_env, check=False).returncode == 0
+    exe = str(toolchain.find_terraform()[1])
+    procs = [subprocess.Popen([exe, "apply", "-auto-approve", "-input=false", "-no-color"], cwd=d,
+                              env=toolchain.tf_env(tf_env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for d in dirs]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    assert 0 in codes, outs
+    failed = [o for c, o in zip(codes, outs) if c != 0]
+    assert all("Error acquiring the state lock" in o for o in failed), failed
+    assert len(instances(m, "us-east-2", "gamma")) == 1
+    in_state = [res for res in tf_state(m)["resources"]
+                if res["type"] == "aws_instance" and res["module"] == "module.vantage_gamma_us_east_2"]
+    assert len(in_state) == 1 and len(in_state[0]["instances"]) == 1
+    assert not s3.list_objects_v2(Bucket=f"{GUARD}-tfstate", Prefix=lock).get("KeyCount")  # the lock was released
+
+    # destroy with a spec that no longer names beta (its region gone) nor gamma: drain first
+    spec_alpha = tmp_path / "tfguard-alpha.toml"
+    spec_alpha.write_text(GUARD_SPEC.split("[[vantages]]\nid = \"beta\"")[0] + "[fleet]" + GUARD_SPEC.split("[fleet]")[1])
+    live = instances(m, "us-east-2") + instances(m, "eu-central-1")
+    assert len(live) == 4
+    for vantage, iid in live:
+        put_status(m, vantage, "eu-central-1" if vantage == "beta" else "us-east-2", iid, 0)
+    waiting_vantage, waiting_id = ids[0]
+    put_status(m, waiting_vantage, "eu-central-1", waiting_id, 3)
+    r = fleet(m, spec_alpha, "destroy", "--out", str(build), "--yes", "--drain-timeout", "1", "--poll", "0.5", check=False)
+    assert r.returncode == 1 and "not drained" in r.stderr and waiting_id in r.stderr and "nothing destroyed" in r.stderr
+    assert len(instances(m, "us-east-2") + instances(m, "eu-central-1")) == 4
+    put_status(m, waiting_vantage, "eu-central-1", waiting_id, 0)
+    r = fleet(m, spec_alpha, "destroy", "--out", str(build), "--yes")
+    assert "drained" in r.stdout and f"s3://{GUARD}-results kept" in r.stdout
+    assert "-   module.vantage_beta_eu_central_1.aws_instance.agent[1]" in r.stdout
+    assert instances(m, "us-east-2") == [] and instances(m, "eu-central-1") == []
+    left = {res["module"] for res in tf_state(m)["resources"] if res["mode"] == "managed"}
+    assert left == {"module.results_bucket"} and s3.head_bucket(Bucket=f"{GUARD}-results")
+
+    # no secret in any file of the build dirs or any output
+    from tests.local.test_fleet_moto import MARKER
+
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and ".terraform" not in p.parts]
+    assert files and not [p for p in files if MARKER.encode() in p.read_bytes()]
+    assert not [o for o in m["outputs"] if MARKER in o]

@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.local
 INSTALLER = "install/60-infra.sh"
 INFRA = ROOT / "infra"
-MODULES = ["vantage", "results_bucket", "whoami_dns"]
+MODULES = ["vantage", "results_bucket", "whoami_dns", "budget"]
 SHA = "0123456789abcdef" * 4
 VARS = {
     "vantage": {

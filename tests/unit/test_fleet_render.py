@@ -91,7 +91,7 @@ def test_spec_text_is_carried_literally(tmp_path):
 
 def test_endpoint_url_only_for_a_stand_in(tmp_path):
     p = rendered(tmp_path, endpoint_url="https://127.0.0.1:4566")["provider"]["aws"][1]
-    assert p["endpoints"] == [{s: "https://127.0.0.1:4566" for s in ("s3", "ec2", "iam", "sts")}]
+    assert p["endpoints"] == [{s: "https://127.0.0.1:4566" for s in ("s3", "ec2", "iam", "sts", "budgets")}]
     assert p["s3_use_path_style"] is True and p["skip_credentials_validation"] is True
 
 
@@ -125,3 +125,34 @@ def test_www20_renders_20_vantage_modules(tmp_path):
     c = rendered(tmp_path, text=text)
     assert len([m for m in c["module"] if m.startswith("vantage_")]) == 20
     assert len(c["provider"]["aws"]) == 5 and "whoami_dns" in c["module"]
+
+
+def test_local_state_and_no_budget_by_default(tmp_path):
+    c = rendered(tmp_path)
+    assert "backend" not in c["terraform"] and "budget" not in c["module"]
+
+
+def test_state_bucket_renders_a_locked_s3_backend(tmp_path):
+    text = SPEC.replace('transition_days = 45', 'transition_days = 45\nstate_bucket = "r-tfstate"')
+    tf = rendered(tmp_path, text=text)["terraform"]
+    be = tf["backend"]["s3"]
+    assert tf["required_version"] == ">= 1.10"
+    assert be == {"bucket": "r-tfstate", "key": "dnscamp/r/terraform.tfstate", "region": "us-east-2",
+                  "encrypt": True, "use_lockfile": True}
+    be = rendered(tmp_path, text=text, endpoint_url="https://127.0.0.1:4566")["terraform"]["backend"]["s3"]
+    assert be["endpoints"] == {"s3": "https://127.0.0.1:4566"} and be["use_path_style"] is True
+
+
+def test_budget_from_the_bill_or_the_spec(tmp_path):
+    from dnscamp.fleet import cost
+
+    text = SPEC.replace('transition_days = 45', 'transition_days = 45\nbudget_email = "ops@example.org"\ndays = 10')
+    spec = loads(text, "r.toml")
+    b = rendered(tmp_path, text=text)["module"]["budget"]
+    per_day = cost.bill(spec).per_day_usd
+    assert b["providers"] == {"aws": "aws.us_east_2"} and b["email"] == "ops@example.org" and b["campaign"] == "r"
+    assert b["amount_usd"] == float(int(per_day * 10 * 1.2) + 1)  # ten days of bill plus 20 %, up to a dollar
+    long = text.replace("days = 10", "days = 90")
+    assert rendered(tmp_path, text=long)["module"]["budget"]["amount_usd"] == float(int(per_day * 31 * 1.2) + 1)
+    given = text.replace("days = 10", "days = 10\nbudget_usd_per_month = 250.5")
+    assert rendered(tmp_path, text=given)["module"]["budget"]["amount_usd"] == 250.5

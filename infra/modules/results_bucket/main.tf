@@ -1,5 +1,6 @@
-# The campaign's results bucket: agents PutObject results/<campaign>/<vantage>/... and
-# status/<vantage>.json into it; `fleet apply` uploads dist/ (wheel, lock); nothing is public.
+# The campaign's results bucket: agents PutObject results/<campaign>/<vantage>/... (records,
+# run manifests) and status/<campaign>/<vantage>/<region>/<instance-id>.json into it; `fleet
+# apply` uploads dist/ (wheel, lock); nothing is public.
 
 resource "aws_s3_bucket" "results" {
   #checkov:skip=CKV_AWS_18:server access logs need a second bucket per campaign; CloudTrail data events cover audits when wanted
@@ -54,9 +55,11 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
       storage_class = var.transition_storage_class
     }
 
-    noncurrent_version_transition {
-      noncurrent_days = var.transition_days
-      storage_class   = var.transition_storage_class
+    # an overwritten status object (every firing) or a re-shipped unit leaves a noncurrent
+    # version: kept long enough to undo a mistake, then it stops costing storage. Not moved to
+    # the colder class first: those bodies are a few KiB, under its 128 KiB minimum billable size.
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_expiration_days
     }
 
     abort_incomplete_multipart_upload {
@@ -65,6 +68,7 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
   }
 
   depends_on = [aws_s3_bucket_versioning.results]
+
 }
 
 resource "aws_s3_bucket_policy" "tls_only" {
@@ -83,4 +87,31 @@ resource "aws_s3_bucket_policy" "tls_only" {
 
   # a policy put before the public access block exists can be refused as "public" by S3
   depends_on = [aws_s3_bucket_public_access_block.results]
+}
+
+# The collector's identity: read the results prefix and nothing else (no status/, no dist/, no
+# write, no delete). A managed policy without principals: attach it to the collector's user or
+# role (`aws iam attach-user-policy`, docs/pipeline.md "The collector"); its keys never pass
+# through Terraform, so they are never in the state.
+resource "aws_iam_policy" "collector" {
+  name        = "dnscamp-collector-${var.bucket_name}"
+  description = "dnscamp collect: list and read results/ of ${var.bucket_name}, nothing else"
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid       = "ListResultsOnly"
+        Effect    = "Allow"
+        Action    = "s3:ListBucket"
+        Resource  = aws_s3_bucket.results.arn
+        Condition = { StringLike = { "s3:prefix" = ["results/", "results/*"] } }
+      },
+      {
+        Sid      = "ReadResultsOnly"
+        Effect   = "Allow"
+        Action   = "s3:GetObject"
+        Resource = "${aws_s3_bucket.results.arn}/results/*"
+      },
+    ]
+  })
 }

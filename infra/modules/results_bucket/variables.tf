@@ -24,7 +24,7 @@ variable "bucket_name" {
 }
 
 variable "transition_days" {
-  description = "Days after which objects (current and noncurrent versions) move to transition_storage_class."
+  description = "Days after which current objects move to transition_storage_class."
   type        = number
   default     = 30
 
@@ -49,4 +49,15 @@ variable "force_destroy" {
   description = "Let `destroy` delete a bucket that still holds objects (results are lost): for throwaway campaigns and tests."
   type        = bool
   default     = false
+}
+
+variable "noncurrent_expiration_days" {
+  description = "Days after which a noncurrent (overwritten or deleted) object version is removed (dnscamp.fleet.cost bills the same days)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.noncurrent_expiration_days >= 1 && floor(var.noncurrent_expiration_days) == var.noncurrent_expiration_days
+    error_message = "noncurrent_expiration_days must be a whole number >= 1."
+  }
 }

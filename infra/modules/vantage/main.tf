@@ -1,5 +1,7 @@
 # One (campaign, vantage, region): instance_count Debian 12 agents in the region's default VPC,
-# an egress-only security group, and an instance role that can only drop results into the bucket.
+# an egress-only security group (no inbound port unless ssh_cidr is set), and an instance role
+# that can only drop results and status objects into the bucket and be reached through SSM
+# Session Manager.
 
 locals {
   name = "dnscamp-${var.campaign}-${var.vantage}-${var.region}" # IAM is global: unique per module instance
@@ -11,11 +13,11 @@ locals {
   }
   ami_id = coalesce(var.ami_id, one(data.aws_ami.debian12[*].id))
 
-  # What the instance may write: its results and its own status object (one per region: the
-  # instances of a vantage in several regions must not overwrite each other's), nothing else.
+  # What the instance may write: its results and run manifests, and the status objects of its
+  # own (campaign, vantage, region), one per instance id beneath it, nothing else.
   put_object_arns = [
-    "arn:aws:s3:::${var.results_bucket}/results/${var.campaign}/${var.vantage}/*",
-    "arn:aws:s3:::${var.results_bucket}/status/${var.vantage}/${var.region}.json",
+    "arn:${data.aws_partition.current.partition}:s3:::${var.results_bucket}/results/${var.campaign}/${var.vantage}/*",
+    "arn:${data.aws_partition.current.partition}:s3:::${var.results_bucket}/status/${var.campaign}/${var.vantage}/${var.region}/*",
   ]
 
   user_data = templatefile("${path.module}/user_data.yaml.tftpl", {
@@ -56,6 +58,8 @@ data "aws_ami" "debian12" {
     values = ["hvm"]
   }
 }
+
+data "aws_partition" "current" {}
 
 data "aws_vpc" "default" {
   default = true
@@ -116,6 +120,13 @@ resource "aws_iam_role_policy" "put_results" {
   })
 }
 
+# Operator access without an open port or a key pair: SSM Session Manager (`dnscamp fleet ssh`
+# prints the `aws ssm start-session` line). Debian's AMIs ship the SSM agent.
+resource "aws_iam_role_policy_attachment" "ssm" {
+  role       = aws_iam_role.agent.name
+  policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+}
+
 resource "aws_iam_instance_profile" "agent" {
   name = local.name
   role = aws_iam_role.agent.name
@@ -150,10 +161,11 @@ resource "aws_instance" "agent" {
 
   tags = merge(local.tags, { Name = "${local.name}-${count.index}" })
 
-  # User data carries presigned URLs that change on every `dnscamp fleet apply`; it only acts at
-  # first boot, so a change must not replace a running agent mid-campaign. A deliberate
-  # redeploy is `terraform apply -replace=...` (docs/fleet.md).
+  # User data carries presigned URLs that change on every `dnscamp fleet apply` and the AMI
+  # lookup follows Debian's newest image: neither may replace a running agent (and its spool)
+  # mid-campaign, so both count only at creation. A deliberate redeploy is `dnscamp fleet apply
+  # --allow-replace` after `terraform apply -replace=...` (docs/fleet.md).
   lifecycle {
-    ignore_changes = [user_data]
+    ignore_changes = [ami, user_data]
   }
 }

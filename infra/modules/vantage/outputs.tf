@@ -4,7 +4,7 @@ output "instance_ids" {
 }
 
 output "role_name" {
-  description = "Name of the instance role (its only S3 right: PutObject under the vantage's prefixes)."
+  description = "Name of the instance role (its only S3 right: PutObject under the vantage's prefixes; SSM Session Manager attached)."
   value       = aws_iam_role.agent.name
 }
 
@@ -22,4 +22,9 @@ output "user_data" {
   description = "The cloud-config every instance of this vantage boots with (tests validate it with cloud-init schema)."
   value       = local.user_data
   sensitive   = true
+}
+
+output "ami_ids" {
+  description = "The AMI each instance was created from (pinned: a newer image never replaces a running agent)."
+  value       = aws_instance.agent[*].ami
 }

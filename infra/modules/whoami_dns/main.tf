@@ -114,7 +114,7 @@ resource "aws_instance" "dns" {
   # first boot, so a change must not replace a running agent mid-campaign. A deliberate
   # redeploy is `terraform apply -replace=...` (docs/fleet.md).
   lifecycle {
-    ignore_changes = [user_data]
+    ignore_changes = [ami, user_data] # a newer Debian image must not replace the running server
   }
 }
 

@@ -59,6 +59,28 @@ run "defaults" {
     error_message = "the rule is enabled and cleans up abandoned multipart uploads"
   }
   assert {
+    condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_expiration).noncurrent_days == 30 && length(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_transition) == 0
+    error_message = "noncurrent versions (overwritten status objects, re-shipped units) expire after 30 days, where they are"
+  }
+  assert {
+    condition = jsondecode(aws_iam_policy.collector.policy).Statement == [
+      {
+        Sid       = "ListResultsOnly"
+        Effect    = "Allow"
+        Action    = "s3:ListBucket"
+        Resource  = "arn:aws:s3:::dnscamp-results-www20"
+        Condition = { StringLike = { "s3:prefix" = ["results/", "results/*"] } }
+      },
+      {
+        Sid      = "ReadResultsOnly"
+        Effect   = "Allow"
+        Action   = "s3:GetObject"
+        Resource = "arn:aws:s3:::dnscamp-results-www20/results/*"
+      },
+    ]
+    error_message = "the collector may list and read results/ and nothing else"
+  }
+  assert {
     condition     = output.bucket == "dnscamp-results-www20" && output.arn == "arn:aws:s3:::dnscamp-results-www20"
     error_message = "outputs name the bucket and its ARN"
   }
@@ -67,13 +89,14 @@ run "defaults" {
 run "transition_after_n_days" {
   command = plan
   variables {
-    transition_days          = 90
-    transition_storage_class = "DEEP_ARCHIVE"
-    force_destroy            = true
+    transition_days            = 90
+    transition_storage_class   = "DEEP_ARCHIVE"
+    force_destroy              = true
+    noncurrent_expiration_days = 7
   }
   assert {
-    condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].transition).days == 90 && one(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_transition).noncurrent_days == 90
-    error_message = "current and noncurrent versions move after transition_days"
+    condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].transition).days == 90 && one(aws_s3_bucket_lifecycle_configuration.results.rule[0].noncurrent_version_expiration).noncurrent_days == 7
+    error_message = "current objects move after transition_days, noncurrent versions go after noncurrent_expiration_days"
   }
   assert {
     condition     = one(aws_s3_bucket_lifecycle_configuration.results.rule[0].transition).storage_class == "DEEP_ARCHIVE" && aws_s3_bucket.results.force_destroy

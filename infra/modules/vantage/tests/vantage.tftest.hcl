@@ -9,6 +9,10 @@ mock_provider "aws" {
     target = data.aws_vpc.default
     values = { id = "vpc-0a1b2c3d" }
   }
+  override_data {
+    target = data.aws_partition.current
+    values = { partition = "aws" }
+  }
 }
 
 variables {
@@ -86,9 +90,18 @@ run "defaults" {
   assert {
     condition = jsondecode(aws_iam_role_policy.put_results.policy).Statement[0].Resource == [
       "arn:aws:s3:::dnscamp-results-www20/results/www20/ec2-ohio/*",
-      "arn:aws:s3:::dnscamp-results-www20/status/ec2-ohio/us-east-2.json",
+      "arn:aws:s3:::dnscamp-results-www20/status/www20/ec2-ohio/us-east-2/*",
     ]
-    error_message = "PutObject only under results/<campaign>/<vantage>/ and on status/<vantage>/<region>.json"
+    error_message = "PutObject only under results/<campaign>/<vantage>/ and status/<campaign>/<vantage>/<region>/"
+  }
+  assert {
+    condition = (aws_iam_role_policy_attachment.ssm.role == aws_iam_role.agent.name
+    && aws_iam_role_policy_attachment.ssm.policy_arn == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore")
+    error_message = "the instance role carries what SSM Session Manager needs"
+  }
+  assert {
+    condition     = output.ami_ids == ["ami-0d3bde5b0dd4ed1f5"]
+    error_message = "the output names the AMI each instance was created from"
   }
   assert {
     condition     = startswith(aws_instance.agent[0].user_data, "#cloud-config\n") && aws_instance.agent[0].user_data == output.user_data
@@ -143,8 +156,14 @@ run "one_instance_per_count_and_a_given_ami" {
     error_message = "three instances, and no AMI lookup when ami_id is given"
   }
   assert {
-    condition     = alltrue([for i in aws_instance.agent : i.ami == "ami-0123456789abcdef0" && i.instance_type == "c6i.large" && i.tags["network_profile"] == "none"])
-    error_message = "every instance uses the given AMI and type; no profile is tagged none"
+    condition     = alltrue([for i in aws_instance.agent : i.instance_type == "c6i.large" && i.tags["network_profile"] == "none"])
+    error_message = "every instance uses the given type; no profile is tagged none"
+  }
+  assert {
+    # the instance created by the run before keeps the image it booted (lifecycle ignore_changes:
+    # a newer AMI never replaces a running agent); the new ones use the given AMI
+    condition     = aws_instance.agent[0].ami == "ami-0d3bde5b0dd4ed1f5" && aws_instance.agent[1].ami == "ami-0123456789abcdef0" && aws_instance.agent[2].ami == "ami-0123456789abcdef0"
+    error_message = "the AMI counts only when an instance is created"
   }
   assert {
     # instances created in this run carry the new user data; a running one keeps what it booted
