@@ -174,6 +174,8 @@ def moto(monkeypatch):
     url = f"http://127.0.0.1:{port}"
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).read()  # state is per process
     yield url
+    # moto's state is per process: leave a fresh one (default VPCs back) for the next test here
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).read()
     server.stop()
 
 

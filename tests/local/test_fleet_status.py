@@ -45,8 +45,13 @@ targets = ["1.1.1.1"]
 GIB = 1024**3
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def moto():
+    """A moto server of this test's own. moto keeps its state per process, shared by every
+    in-process server: a module-scoped one would see what other tests on the same xdist worker
+    did meanwhile (a default VPC deleted), so each test starts from a reset state."""
+    import urllib.request
+
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -59,6 +64,7 @@ def moto():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).read()
     s3 = boto3.client("s3", region_name="us-east-2", endpoint_url=url)
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
     try:
