@@ -186,35 +186,27 @@ def _write_plan_json(path: Path, meta: dict[str, Any], order: Iterator[str]) -> 
     """plan.json (meta + the unit ids in execution order), streamed: one id at a time, not
     a list of a million strings; atomic like every spool file (temp file, fsync, rename)."""
     head = json.dumps(meta, indent=1)[:-2]  # without the closing "\n}"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(head + ',\n "order": [')
-            sep = "\n  "
-            for uid in order:
-                f.write(sep + json.dumps(uid))
-                sep = ",\n  "
-            f.write("\n ]\n}" if sep != "\n  " else "]\n}")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _write_streamed(path, head + ',\n "order": ', order, indent="  ", close="\n}")
 
 
 def write_planned(path: Path, ids: Iterator[str]) -> None:
     """planned.json, ``{"units": [...]}``: the unit ids of the run that this machine runs (the
     run's manifest names them as planned), streamed and atomic like plan.json."""
+    _write_streamed(path, '{"units": ', ids, indent=" ", close="}\n")
+
+
+def _write_streamed(path: Path, head: str, items: Iterator[str], *, indent: str, close: str) -> None:
+    """``head``, the JSON list of ``items`` one per line, ``close``: streamed (a plan may hold a
+    million unit ids) into a temp file, fsynced and renamed over ``path``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write('{"units": [')
-            sep = "\n "
-            for uid in ids:
+            f.write(head + "[")
+            first = sep = "\n" + indent
+            for uid in items:
                 f.write(sep + json.dumps(uid))
-                sep = ",\n "
-            f.write("\n]}\n" if sep != "\n " else "]}\n")
+                sep = ",\n" + indent
+            f.write(("]" if sep == first else "\n" + indent[:-1] + "]") + close)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
