@@ -72,6 +72,9 @@ query_log = "{log}"
     r = CliRunner().invoke(app, ["atlas", "quicsocks", "--campaign", "loop", "--json", "--all-resolvers"])
     s = json.loads(r.stdout)
     assert s["probes_complete"] == 2 and s["probes_analysed"] == 2
-    assert s["median_ms"]["rtt_server"] < 5  # loopback pings
+    # RTT_Server comes from this host's loopback pings (not the probes' 30-40 ms or 3-5 ms): its
+    # median lies within what server-ping measured, whatever the machine's load made of it
+    pinged = [x["rtt"] for line in out.read_text().splitlines() for x in json.loads(line)["result"] if "rtt" in x]
+    assert pinged and min(pinged) <= s["median_ms"]["rtt_server"] <= max(pinged)
     r = CliRunner().invoke(app, ["atlas", "quicsocks", "--campaign", "loop", "--json"])
     assert json.loads(r.stdout)["probes_analysed"] == 1  # the ISP filter drops probe 2
