@@ -12,11 +12,17 @@ definitions; tests/local/test_stats_postgres.py holds the two equal):
   histogram (the interval of a median read from rollups);
 - ``dnscamp_wilson_lo(k, n)`` / ``_hi(k, n)``.
 
+And ``v_contexts`` (the reader's): per campaign, kind, vantage, provider, region and network
+profile, the runs, records, failures and first/last record, from the contexts and the rollup
+ingest_daily; the dashboards' variables and time windows read it instead of the records.
+
 Revision ID: 0028_interval_functions
 Revises: 0027_run_completeness
 """
 
 from alembic import op
+
+from db.migrations.views import create_view, drop_view
 
 revision = "0028_interval_functions"
 down_revision = "0027_run_completeness"
@@ -80,9 +86,11 @@ $$;
 
 def upgrade() -> None:
     op.execute(FUNCTIONS_SQL)
+    create_view(op, revision, "v_contexts")
 
 
 def downgrade() -> None:
+    drop_view(op, "v_contexts")  # a new view: nothing earlier to restore
     op.execute("DROP FUNCTION dnscamp_wilson_hi(bigint, bigint), dnscamp_wilson_lo(bigint, bigint), "
                "dnscamp_hist_rank(int[], numeric[], numeric), dnscamp_median_ci_q_hi(bigint), "
                "dnscamp_median_ci_q_lo(bigint), dnscamp_median_ci_rank(bigint)")
