@@ -430,10 +430,15 @@ class Rehearsal:
     # -- faults -------------------------------------------------------------------------------
     def _s3_client(self):
         import boto3
+        from botocore.config import Config
 
+        # The rehearsal's own look at the status objects gives up at once while S3 is cut: with
+        # botocore's defaults (60 s connect timeout, retries) one look blocked the fault loop for
+        # minutes, and the 40 s outage lasted three.
+        quick = Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1, "mode": "standard"})
         return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.spec.fleet.home_region,
                             aws_access_key_id=self.env_base["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=self.env_base["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+                            aws_secret_access_key=self.env_base["AWS_SECRET_ACCESS_KEY"], config=quick)  # fmt: skip
 
     def _observe(self, s3) -> None:
         """Read every status object of the campaign (as `fleet status` does) and keep, per
@@ -525,10 +530,11 @@ class Rehearsal:
         self.outage_rule = argv if action == "-I" else None
 
     def _drive_faults(self, rep: Report, budget: float) -> None:
-        """The rehearsal with faults, in order: kill the first instance's first firing mid-run;
-        once every instance shipped a run, fill the last one's disk and cut S3 for
-        ``s3_outage_s``; then wait for the firings every instance can still make (the full
-        disk's instance makes none) and for its disk_floor status."""
+        """The rehearsal with faults, in order: kill the first instance's first firing mid-run and
+        cut S3 for ``s3_outage_s`` at once, so the other instances' first firing ships into the
+        outage (and retries after it); once every instance shipped a run, fill the last one's
+        disk; then wait for the firings every instance can still make (the full disk's instance
+        makes none) and for its disk_floor status."""
         f = self.faults
         assert f is not None
         s3 = self._s3_client()
@@ -555,11 +561,7 @@ class Rehearsal:
                 if killed:
                     self.log(f"fault: killed the firing of {first.ns} mid-run {killed['run']} "
                              f"({killed['units_done_at_kill']} unit(s) done)")  # fmt: skip
-            elif filled is None and all(self._done(i) >= 1 for i in self.instances):
-                filled = self._fill_disk(last)
-                self.log(f"fault: {last.ns}'s spool filled: {filled['free_after'] >> 20} MiB free "
-                         f"(floor {filled['floor_bytes'] >> 20} MiB)")  # fmt: skip
-            elif filled is not None and outage is None:
+            elif outage is None:
                 self._s3_rule("-I")
                 outage = {"seconds": f.s3_outage_s, "started": time.time(), "until": time.monotonic() + f.s3_outage_s}
                 self.log(f"fault: S3 unreachable for {f.s3_outage_s:g} s")
@@ -568,6 +570,10 @@ class Rehearsal:
                 outage["ended"] = time.time()
                 outage.pop("until")
                 self.log("fault: S3 reachable again")
+            elif filled is None and (not outage or "ended" in outage) and all(self._done(i) >= 1 for i in self.instances):
+                filled = self._fill_disk(last)
+                self.log(f"fault: {last.ns}'s spool filled: {filled['free_after'] >> 20} MiB free "
+                         f"(floor {filled['floor_bytes'] >> 20} MiB)")  # fmt: skip
             if finished():
                 break
             if time.monotonic() > deadline:

@@ -68,6 +68,7 @@ def test_two_regions_under_faults_every_record_once_every_run_complete(testbed, 
     assert "ended" in f["s3_outage"], f["s3_outage"]
     raised = {(x.split(" ")[0], x.split(" ")[1].rstrip(":")) for x in f["flags"]}
     assert {(first, "clock_skew"), (last, "disk_floor"), (last, "low_disk")} <= raised, f["flags"]
+    assert any(what == "ship_errors" for _, what in raised), f["flags"]  # uploads into the outage were reported
     assert not any(what == "clock_skew" for iid, what in raised if iid == last)  # the true clock is not flagged
     # completeness: every shipped run has its manifest and every planned unit collected
     assert rep.completeness and all(c["manifest"] and c["units_missing"] == 0 and c["units_collected"] == c["units_planned"]
