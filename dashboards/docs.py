@@ -17,7 +17,7 @@ def panels_markdown() -> str:
     out = []
     for name, data in build().items():
         uid = data["uid"]
-        public = ("published per campaign by `dnscamp dashboards publish` (see Public dashboards)" if uid in PUBLISHED
+        public = ("published per campaign: see Public dashboards" if uid in PUBLISHED
                   else "never published")
         variables = ", ".join(f"`${v['name']}`" for v in data["templating"]["list"])
         out += [f"### {data['title']}", "",

@@ -190,7 +190,8 @@ def _one(variables: dict[str, Variable], name: str, value: str) -> dict[str, Var
 
 def _expand_repeats(panels: list[dict[str, Any]], variables: dict[str, Variable]) -> list[dict[str, Any]]:
     """The top-level panels with every repeated row and panel unrolled, one copy per selected
-    value of its variable, and every variable substituted; copies get fresh ids and stack down."""
+    value of its variable, and every variable substituted; copies get fresh ids (the originals
+    keep theirs: links name panels by id) and stack down."""
     sections: list[list[dict[str, Any]]] = []  # a row and the panels under it (or loose panels)
     for p in panels:
         if p.get("type") == "row" or not sections:
@@ -216,19 +217,30 @@ def _expand_repeats(panels: list[dict[str, Any]], variables: dict[str, Variable]
             env = _one(variables, row_var, value) if row_var else variables
             top = min((q.get("gridPos", {}).get("y", 0) for q in section), default=0)
             height = 0
-            for q in section:
+            copies: list[dict[str, Any]] = []
+            for q in section:  # in the dashboard's order (a row first)
                 pvar = q.get("repeat") if q.get("type") != "row" else None
                 pvalues = env[pvar].selected() if pvar else (None,)
                 for j, pv in enumerate(pvalues):
-                    c = fresh(_substitute(q, _one(env, pvar, pv) if pvar else env), i == 0 and j == 0)
+                    copies.append(fresh(_substitute(q, _one(env, pvar, pv) if pvar else env), i == 0 and j == 0))
+            if any(q.get("repeat") for q in section if q.get("type") != "row"):
+                # Grafana lays repeated panels side by side and moves the rest down: flow the
+                # section's panels in order through the dashboard's 24 columns
+                x = line = line_h = 0
+                for c in copies:
+                    g = c.setdefault("gridPos", {"x": 0, "y": 0, "w": 24, "h": 8})
+                    w = 24 if c.get("type") == "row" else min(24, g.get("w", 12))
+                    if x + w > 24 or c.get("type") == "row":
+                        line, x, line_h = line + line_h, 0, 0
+                    g["x"], g["y"] = x, y + line
+                    x, line_h = (24 if c.get("type") == "row" else x + w), max(line_h, g.get("h", 8))
+                height = line + line_h
+            else:
+                for c in copies:
                     g = c.setdefault("gridPos", {"x": 0, "y": 0, "w": 24, "h": 1})
-                    if pvar:  # side by side, wrapping at the dashboard's 24 columns
-                        w = g.get("w", 12)
-                        per = max(1, 24 // w)
-                        g["x"], g["y"] = (j % per) * w, g.get("y", 0) + (j // per) * g.get("h", 8)
                     g["y"] = y + g.get("y", 0) - top
                     height = max(height, g["y"] + g.get("h", 0) - y)
-                    out.append(c)
+            out += copies
             y += height
     return out
 

@@ -14,6 +14,8 @@ app = typer.Typer(help="Grafana dashboards as code: build the JSON that Grafana 
 GRAFANA_OPT = typer.Option(None, "--grafana", envvar="DNSCAMP_GRAFANA_URL", show_envvar=True,
                            help="Grafana's base URL (credentials: DNSCAMP_GRAFANA_TOKEN, a service account's token, "
                                 "or DNSCAMP_GRAFANA_USER and DNSCAMP_GRAFANA_PASSWORD).")
+ROOT_OPT = typer.Option(None, "--root-url", envvar="DNSCAMP_GRAFANA_ROOT_URL", show_envvar=True,
+                        help="Grafana's address as visitors reach it, for the links printed (default: --grafana).")
 SHOW_OPT = typer.Option(False, "--show-links", help="Print each public link in full (the link is what gives access; "
                                                      "by default only its token's last four digits).")
 
@@ -73,6 +75,7 @@ def publish_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Build and validate the copies (with --out: write them), "
                                                           "change nothing in Grafana."),
     show_links: bool = SHOW_OPT,
+    root_url: str = ROOT_OPT,
 ) -> None:
     """Publish the research dashboards for one campaign as Grafana public dashboards: copies
     with the campaign fixed in their SQL and its first to last record as their time range, each
@@ -114,13 +117,13 @@ def publish_command(
     except (engine.StoreError, psycopg.Error) as exc:
         die(f"the store: {str(exc).strip().splitlines()[0]}", 1)
     for p in done:
-        link = p.url(client.url) if show_links else mask(p.access_token)
+        link = p.url(root_url or client.url) if show_links else mask(p.access_token)
         state = "published, new token" if p.new_token else "republished, same token"
         typer.echo(f"{p.dashboard_uid}: {state} ({p.title}): {link}")
 
 
 @app.command("list")
-def list_command(grafana: str = GRAFANA_OPT, show_links: bool = SHOW_OPT) -> None:
+def list_command(grafana: str = GRAFANA_OPT, show_links: bool = SHOW_OPT, root_url: str = ROOT_OPT) -> None:
     """The instance's public dashboards: dashboard uid, title, enabled, time picker, token."""
     from dashboards.publish import GrafanaError, mask
     from dnscamp.errors import die
@@ -133,7 +136,8 @@ def list_command(grafana: str = GRAFANA_OPT, show_links: bool = SHOW_OPT) -> Non
     if not shares:
         typer.echo("no public dashboards")
     for s in sorted(shares, key=lambda s: s["dashboardUid"]):
-        token = f"{client.url}/public-dashboards/{s['accessToken']}" if show_links else mask(s["accessToken"])
+        base = (root_url or client.url).rstrip("/")
+        token = f"{base}/public-dashboards/{s['accessToken']}" if show_links else mask(s["accessToken"])
         typer.echo(f"{s['dashboardUid']}\t{s.get('title', '')}\t{'enabled' if s.get('isEnabled') else 'paused'}\t{token}")
 
 
