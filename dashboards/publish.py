@@ -38,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import dashboards
-from dashboards.expand import _VAR, Variable, interpolate, macros
+from dashboards.expand import _VAR, Variable, macros
 
 PUBLIC_TAG = "public"
 CAMPAIGN_VARIABLES = ("campaign", "atlas_campaign")  # a published dashboard filters by one of these
@@ -161,22 +161,55 @@ def substitute_sql(sql: str, variables: dict[str, Variable]) -> str:
     return _VAR.sub(sub, sql)
 
 
-def _text_variables(variables: dict[str, Variable]) -> dict[str, Variable]:
-    """The variables as a title or description shows them: values joined by ', ', unquoted."""
-    return {n: Variable((", ".join(v.selected()),), multi=False, include_all=False) for n, v in variables.items()}
+def substitute_text(text: str, variables: dict[str, Variable]) -> str:
+    """Template variables in a title, description or link as Grafana shows them: values joined
+    by ', '; ``queryparam`` as ``var-<name>=<value>`` pairs and ``percentencode`` percent-encoded
+    (links); other names stay."""
+
+    def sub(m: re.Match) -> str:
+        name, fmt = m.group(1) or m.group(2) or m.group(4), m.group(3) or m.group(6)
+        if name not in variables:
+            return m.group(0)
+        values = variables[name].selected()
+        if fmt == "queryparam":
+            return "&".join(f"var-{name}={urllib.parse.quote(v, safe='')}" for v in values)
+        if fmt == "percentencode":
+            return urllib.parse.quote(",".join(values), safe="")
+        return ", ".join(values)
+
+    return _VAR.sub(sub, text)
+
+
+def _links(node: Any, variables: dict[str, Variable]) -> None:
+    """Every ``links`` list below ``node`` (dashboard, panel and data links) without those into
+    the instance (/d/...: the public cannot follow them, they lead to a login), the others'
+    titles and URLs with the variables' values."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "links" and isinstance(v, list):
+                node[k] = [{**lk, **{f: substitute_text(lk[f], variables) for f in ("title", "url")
+                                      if isinstance(lk.get(f), str)}}
+                           for lk in v if isinstance(lk, dict) and lk.get("type") != "dashboards"
+                           and "/d/" not in str(lk.get("url", ""))]
+            else:
+                _links(v, variables)
+    elif isinstance(node, list):
+        for v in node:
+            _links(v, variables)
 
 
 def _substitute(panel: dict[str, Any], variables: dict[str, Variable]) -> dict[str, Any]:
     p = copy.deepcopy(panel)
-    text = _text_variables(variables)
     for key in ("title", "description"):
         if isinstance(p.get(key), str):
-            p[key] = interpolate(p[key], text)
+            p[key] = substitute_text(p[key], variables)
     for t in p.get("targets", []):
         if "rawSql" in t:
             t["rawSql"] = substitute_sql(t["rawSql"], variables)
-    for child in p.get("panels", []):
-        child.update(_substitute(child, variables))
+    p["panels"] = [_substitute(child, variables) for child in p.get("panels", [])] if "panels" in p else None
+    if p["panels"] is None:
+        del p["panels"]
+    _links(p, variables)
     p.pop("repeat", None)
     p.pop("repeatDirection", None)
     p.pop("maxPerRow", None)
@@ -265,11 +298,9 @@ def public_copy(data: dict[str, Any], campaign: str, variables: dict[str, Variab
     out["time"] = {"from": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "to": end.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
     out["timepicker"] = {**data.get("timepicker", {}), "hidden": not uses_time(data)}
     out["refresh"] = ""
-    # the public reaches no other dashboard of the instance: links into it would lead to a login
-    out["links"] = [lk for lk in data.get("links", []) if lk.get("type") == "link" and "/d/" not in lk.get("url", "")]
-    for p in dashboards.panel_list(out):
-        if "links" in p:
-            p["links"] = [lk for lk in p["links"] if "/d/" not in lk.get("url", "")]
+    top = {"links": out.get("links", [])}  # the panels' links were done when they were substituted
+    _links(top, variables)
+    out["links"] = top["links"]
     annotations = out.get("annotations", {}).get("list", [])
     for a in annotations:
         if "rawSql" in a.get("target", {}):

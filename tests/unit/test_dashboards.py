@@ -241,3 +241,23 @@ def test_repeated_rows_and_panels_become_one_copy_per_value():
     assert len(cells) == len(set(cells))  # no two panels in the same place
 
 
+
+
+def test_a_public_copy_keeps_links_out_of_the_instance_with_the_campaign_and_drops_those_into_it():
+    """The public reaches only the public dashboards: links into the instance (/d/...) would
+    lead to a login; a link out (the report) gets the campaign's value in its URL."""
+    from dashboards import publish
+
+    d = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    d["links"] = [{"title": "Failures", "type": "link", "url": "/d/dnscamp-failures?${campaign:queryparam}"},
+                  {"title": "More", "type": "dashboards", "tags": ["dnscamp"]},
+                  {"title": "Report of $campaign", "type": "link", "url": "https://r.example/${campaign:percentencode}/"}]
+    p = dashboards.panel_list(d)[0]
+    p["links"] = [{"title": "Per vantage", "url": "/d/dnscamp-dns?var-vantage=${vantage}"}]
+    p.setdefault("fieldConfig", {}).setdefault("defaults", {})["links"] = [
+        {"title": "Report figure", "url": "https://r.example/${campaign:percentencode}/fig.html"}]
+    pub = publish.public_copy(d, "c 1/x", _given(d, "c 1/x"), _window())
+    assert pub["links"] == [{"title": "Report of c 1/x", "type": "link", "url": "https://r.example/c%201%2Fx/"}]
+    q = dashboards.panel_list(pub)[0]
+    assert q["links"] == [] and q["fieldConfig"]["defaults"]["links"] == [
+        {"title": "Report figure", "url": "https://r.example/c%201%2Fx/fig.html"}]
