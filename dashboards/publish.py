@@ -429,11 +429,10 @@ class Published:
         return f"{base.rstrip('/')}/public-dashboards/{self.access_token}"
 
 
-def publish(conn, grafana: GrafanaClient, campaign: str) -> tuple[list[Published], list[str]]:
-    """Upload the public copies for ``campaign`` (overwriting earlier ones) and share each; a
+def publish(grafana: GrafanaClient, copies: list[dict[str, Any]]) -> list[Published]:
+    """Upload the public copies (``build_public``; overwriting earlier ones) and share each: a
     copy already shared keeps its token (its link stays valid) and is enabled, with the time
-    picker set as above. Returns what was published and the notes of ``build_public``."""
-    copies, notes = build_public(conn, campaign)
+    picker set as ``share_config`` says; a new share gets a fresh token."""
     out = []
     for data in copies:
         grafana.put_dashboard(data)
@@ -445,7 +444,7 @@ def publish(conn, grafana: GrafanaClient, campaign: str) -> tuple[list[Published
         else:
             made = grafana.create_share(data["uid"], config)
             out.append(Published(data["uid"], data["title"], made.get("accessToken", config["accessToken"]), True))
-    return out, notes
+    return out
 
 
 def revoke(grafana: GrafanaClient, target: str, *, campaign: bool = False) -> list[str]:

@@ -109,7 +109,7 @@ def publish_command(
                 for d in copies:
                     typer.echo(f"{d['uid']}: built ({d['title']}, {d['time']['from']} to {d['time']['to']})")
                 return
-            done, _ = publish(conn, client, campaign)
+            done = publish(client, copies)
     except (PublishError, ExpandError) as exc:
         die(str(exc))
     except GrafanaError as exc:
@@ -124,7 +124,8 @@ def publish_command(
 
 @app.command("list")
 def list_command(grafana: str = GRAFANA_OPT, show_links: bool = SHOW_OPT, root_url: str = ROOT_OPT) -> None:
-    """The instance's public dashboards: dashboard uid, title, enabled, time picker, token."""
+    """The instance's public dashboards: dashboard uid, title, enabled or paused, and the
+    token's last four digits (the whole link with --show-links)."""
     from dashboards.publish import GrafanaError, mask
     from dnscamp.errors import die
 
