@@ -103,8 +103,8 @@ def test_every_panel_runs_as_the_reader_and_returns_the_demo_campaigns_rows(demo
     results = run_panels(demo_db, {"campaign": (CAMPAIGN,), "atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
     assert len(results) == sum(len(dashboards.panel_list(d)) for d in BUILT.values()) >= 25
     assert shape_problems(results) == []
-    empty = {(name.replace("-public", ""), title) for (name, title), (_, rows) in results.items() if not rows}
-    assert empty == EMPTY_ON_DEMO  # the public copies (no variables) likewise
+    empty = {(name, title) for (name, title), (_, rows) in results.items() if not rows}
+    assert empty == EMPTY_ON_DEMO
 
 
 def test_the_shape_check_catches_a_panel_naming_a_column_its_query_lacks(demo_db):
@@ -191,7 +191,6 @@ def test_failure_and_collection_panels_with_failures_objects_and_quarantine(empt
     assert shape_problems(r) == []
     for key_ in EMPTY_ON_DEMO:
         assert r[key_][1], key_
-    assert r[("dnscamp-failures-public.json", "Top failing names")][1] == r[("dnscamp-failures.json", "Top failing names")][1]
     cols, rows = r[("dnscamp-failures.json", "Top failing names")]
     assert {(row[0], row[cols.index("commonest_status")]) for row in rows} == {
         ("drop.example.test.", "timeout"), ("servfail.example.test.", "servfail"), ("http500.example.test.", "http_error")}

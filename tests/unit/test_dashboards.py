@@ -33,39 +33,29 @@ def _targets(data):
 def test_the_committed_json_is_what_the_code_generates():
     assert generate.check() == [], "run `dnscamp dashboards build` and commit dashboards/provisioning/dashboards/"
     assert sorted(BUILT) == sorted(p.name for p in dashboards.OUT.glob("*.json"))
-    assert sorted(dashboards.public_configs()) == sorted(p.name for p in dashboards.PUBLIC.glob("*.json"))
-
-
-def test_published_dashboards_have_valid_public_configurations():
-    configs = dashboards.public_configs()
-    assert {c["dashboardUid"] for c in configs.values()} == {u + "-public" for u in dashboards.PUBLISHED}
-    assert {c["dashboardUid"] for c in configs.values()} < {d["uid"] for d in BUILT.values()}
-    for name, c in configs.items():
-        assert public_errors(c, name) == []
-        assert re.fullmatch(r"[0-9a-f]{32}", c["accessToken"]) and c["isEnabled"] and c["timeSelectionEnabled"]
+    # the public copies are built per campaign when publishing: none is committed, no token either
+    assert not any(n.endswith("-public.json") for n in BUILT) and not (dashboards.HERE / "public").exists()
 
 
 def test_check_names_a_hand_edited_a_missing_and_an_extra_file(tmp_path):
-    out, pub, doc = tmp_path / "dashboards", tmp_path / "public", tmp_path / "docs" / "dashboards.md"
+    out, doc = tmp_path / "dashboards", tmp_path / "docs" / "dashboards.md"
     doc.parent.mkdir()
     doc.write_text(DOC.read_text().replace(docs.BEGIN, docs.BEGIN + "\nSELECT 'a stale query'"))
-    assert "docs/dashboards.md" in generate.check(out, pub, doc)
-    generate.write(out, pub, doc)
-    assert generate.check(out, pub, doc) == []
+    assert "docs/dashboards.md" in generate.check(out, doc)
+    generate.write(out, doc)
+    assert generate.check(out, doc) == []
     edited = out / "dnscamp-dns.json"
     edited.write_text(edited.read_text().replace("DNS response times", "DNS times", 1))
     (out / "dnscamp-health.json").unlink()
     (out / "old.json").write_text("{}\n")
-    (pub / "dnscamp-failures.json").write_text("{}\n")
-    assert generate.check(out, pub, doc) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
-                                               "dashboards/old.json", "public/dnscamp-failures.json"]
-    generate.write(out, pub, doc)  # build repairs all four
-    assert generate.check(out, pub, doc) == [] and not (out / "old.json").exists()
+    assert generate.check(out, doc) == ["dashboards/dnscamp-dns.json", "dashboards/dnscamp-health.json",
+                                        "dashboards/old.json"]
+    generate.write(out, doc)  # build repairs all three
+    assert generate.check(out, doc) == [] and not (out / "old.json").exists()
 
 
 def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboards, "OUT", tmp_path / "provisioning" / "dashboards")
-    monkeypatch.setattr(dashboards, "PUBLIC", tmp_path / "public")
     monkeypatch.setattr(dashboards, "HERE", tmp_path)
     (tmp_path / "dashboards.md").write_text(DOC.read_text())
     monkeypatch.setattr(docs, "DOC", tmp_path / "dashboards.md")
@@ -73,7 +63,7 @@ def test_cli_build_check_fails_on_a_stale_file(tmp_path, monkeypatch):
     r = runner.invoke(app, ["dashboards", "build", "--check"])
     assert r.exit_code == 1 and "dnscamp-dns.json differs" in r.output
     r = runner.invoke(app, ["dashboards", "build"])
-    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT) + len(dashboards.PUBLISHED) + 1
+    assert r.exit_code == 0 and r.output.count("wrote ") == len(BUILT) + 1
     assert runner.invoke(app, ["dashboards", "build", "--check"]).exit_code == 0
 
 
@@ -163,23 +153,111 @@ def test_the_docs_show_every_panels_question_and_query():
         docs.render("no markers")
 
 
-def test_public_copies_have_no_variables_and_otherwise_the_same_queries():
-    """Grafana cannot share a dashboard with template variables: each published dashboard has a
-    copy without them whose SQL is the original's with each variable's condition left out."""
-    from dashboards.panels import FILTERS
+def _var(name, *values, multi=True):
+    from dashboards.expand import Variable
+
+    return Variable(tuple(values), tuple(values), multi=multi, include_all=multi)
+
+
+def _window():
+    from datetime import datetime, timezone
+
+    from dashboards.publish import Window
+
+    return Window(datetime(2026, 11, 23, 21, 53, 55, tzinfo=timezone.utc),
+                  datetime(2026, 11, 23, 21, 56, 30, tzinfo=timezone.utc), 10)
+
+
+def _given(data, campaign="c1"):
+    """Every variable of ``data`` fixed to one or two made-up values, the campaign to ``campaign``."""
+    out = {}
+    for v in data["templating"]["list"]:
+        out[v["name"]] = _var(v["name"], campaign) if v["name"] in ("campaign", "atlas_campaign") else _var(v["name"], "a", "b'c")
+    return out
+
+
+def test_a_public_copy_has_no_variables_the_campaign_in_every_query_and_an_absolute_range():
+    """Grafana cannot share a dashboard with template variables: a public copy has the values
+    in the SQL, the campaign in every panel's, an absolute range from the hour of the first
+    record to the minute after the last, and validates like the original."""
+    from dashboards import publish
 
     for uid in dashboards.PUBLISHED:
-        orig, pub = BUILT[f"{uid}.json"], BUILT[f"{uid}-public.json"]
+        orig = BUILT[f"{uid}.json"]
+        pub = publish.public_copy(orig, "c1", _given(orig), _window())
         assert orig["templating"]["list"] and pub["templating"]["list"] == [] and "public" in pub["tags"]
+        assert pub["uid"] == publish.public_uid(uid, "c1") != publish.public_uid(uid, "c2") and len(pub["uid"]) <= 40
+        assert pub["time"] == {"from": "2026-11-23T21:00:00.000Z", "to": "2026-11-23T21:57:00.000Z"}
+        assert errors(pub, pub["uid"]) == [] and public_errors(publish.share_config(pub), pub["uid"]) == []
         po, pp = dashboards.panel_list(orig), dashboards.panel_list(pub)
-        assert [p["title"] for p in po] == [p["title"] for p in pp]
+        assert [p["title"] for p in po] == [p["title"] for p in pp] and [p["id"] for p in po] == [p["id"] for p in pp]
         for a, b in zip(po, pp):
             sa, sb = a["targets"][0]["rawSql"], b["targets"][0]["rawSql"]
-            assert "$" + "{" not in sb and sb.count("$__timeFilter(") == sa.count("$__timeFilter(")
-            kept = [ln for ln in sa.splitlines() if not any(c in ln for c in FILTERS.values())]
-            assert [ln for ln in sb.splitlines() if ln.strip()] == [ln for ln in kept if ln.strip()] or \
-                "WHERE isp_resolver" in sb  # QuicSocks: the variable was the WHERE's first condition
-    with pytest.raises(ValueError, match="still uses a variable"):
-        bad = copy.deepcopy(BUILT["dnscamp-dns.json"])
-        dashboards.panel_list(bad)[0]["targets"][0]["rawSql"] += " AND x = '${other}'"
-        dashboards.public_variant(bad)
+            assert "${" not in sb and "'c1'" in sb and sb.count("$__timeFilter(") == sa.count("$__timeFilter(")
+            if "${resolver" in sa:
+                assert "'a','b''c'" in sb  # every other variable: its values, each quoted
+
+
+def test_publishing_refuses_a_panel_that_does_not_filter_by_campaign():
+    from dashboards import publish
+
+    bad = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    t = dashboards.panel_list(bad)[0]["targets"][0]
+    t["rawSql"] = re.sub(r"\s*AND campaign = ANY\(ARRAY\[\$\{campaign:sqlstring\}\]::text\[\]\)", "", t["rawSql"])
+    t["rawSql"] = re.sub(r"campaign = ANY\(ARRAY\[\$\{campaign:sqlstring\}\]::text\[\]\)\s*AND", "", t["rawSql"])
+    assert "${campaign" not in t["rawSql"]
+    with pytest.raises(publish.PublishError, match="does not filter by \\$campaign"):
+        publish.public_copy(bad, "c1", _given(bad), _window())
+    unknown = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    dashboards.panel_list(unknown)[0]["targets"][0]["rawSql"] += " AND x = ${campaign:sqlstring} AND ${campaign:raw} = 1"
+    with pytest.raises(publish.PublishError, match="cannot stand unquoted"):
+        publish.public_copy(unknown, "c'1", _given(unknown, "c'1"), _window())
+
+
+def test_repeated_rows_and_panels_become_one_copy_per_value():
+    """Grafana repeats a row or panel per selected value of a variable at render time; the
+    public copy has no variables, so the copies are made when publishing, each with its value."""
+    from dashboards import publish
+
+    d = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    row = next(p for p in d["panels"] if p["type"] == "row")
+    row["repeat"], row["title"] = "region", "Region $region"
+    under = [p for p in d["panels"] if p["type"] != "row" and p["gridPos"]["y"] >= row["gridPos"]["y"]]
+    section = d["panels"][d["panels"].index(row) + 1:]
+    section = section[:next((i for i, p in enumerate(section) if p["type"] == "row"), len(section))]
+    section[0]["repeat"] = "transport"
+    section[0]["targets"][0]["rawSql"] += "\n-- ${region:sqlstring} ${transport:sqlstring}"
+    given = _given(d) | {"region": _var("region", "eu", "us"), "transport": _var("transport", "do53", "doq", "dot")}
+    pub = publish.public_copy(d, "c1", given, _window())
+    rows = [p for p in pub["panels"] if p["type"] == "row"]
+    assert [r["title"] for r in rows if r["title"].startswith("Region")] == ["Region eu", "Region us"]
+    marks = [p["targets"][0]["rawSql"].rsplit("\n", 1)[1] for p in pub["panels"] if p["type"] != "row"
+             and p["title"] == section[0]["title"]]
+    assert marks == [f"-- '{r}' '{t}'" for r in ("eu", "us") for t in ("do53", "doq", "dot")]
+    ids = [p["id"] for p in pub["panels"]]
+    assert len(ids) == len(set(ids)) and len(pub["panels"]) == len(d["panels"]) + len(section) + 1 + 2 * 2
+    assert not any("repeat" in p for p in pub["panels"]) and under
+    cells = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in pub["panels"] if p["type"] != "row"]
+    assert len(cells) == len(set(cells))  # no two panels in the same place
+
+
+
+
+def test_a_public_copy_keeps_links_out_of_the_instance_with_the_campaign_and_drops_those_into_it():
+    """The public reaches only the public dashboards: links into the instance (/d/...) would
+    lead to a login; a link out (the report) gets the campaign's value in its URL."""
+    from dashboards import publish
+
+    d = copy.deepcopy(BUILT["dnscamp-dns.json"])
+    d["links"] = [{"title": "Failures", "type": "link", "url": "/d/dnscamp-failures?${campaign:queryparam}"},
+                  {"title": "More", "type": "dashboards", "tags": ["dnscamp"]},
+                  {"title": "Report of $campaign", "type": "link", "url": "https://r.example/${campaign:percentencode}/"}]
+    p = dashboards.panel_list(d)[0]
+    p["links"] = [{"title": "Per vantage", "url": "/d/dnscamp-dns?var-vantage=${vantage}"}]
+    p.setdefault("fieldConfig", {}).setdefault("defaults", {})["links"] = [
+        {"title": "Report figure", "url": "https://r.example/${campaign:percentencode}/fig.html"}]
+    pub = publish.public_copy(d, "c 1/x", _given(d, "c 1/x"), _window())
+    assert pub["links"] == [{"title": "Report of c 1/x", "type": "link", "url": "https://r.example/c%201%2Fx/"}]
+    q = dashboards.panel_list(pub)[0]
+    assert q["links"] == [] and q["fieldConfig"]["defaults"]["links"] == [
+        {"title": "Report figure", "url": "https://r.example/c%201%2Fx/fig.html"}]
