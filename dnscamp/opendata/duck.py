@@ -109,6 +109,21 @@ MACROS = (
     "CREATE OR REPLACE MACRO jint(j, p) AS CASE WHEN json_type(j, p) IN ('BIGINT', 'UBIGINT') "
     "THEN TRY_CAST(json_extract(j, p) AS INTEGER) END",
 )
+
+
+def _median_ci_rank_macro() -> str:
+    """The store's ``dnscamp_median_ci_rank(n)`` (migration 0028) for DuckDB, made from its
+    definition, ``vantage_agent.stats.median_ci_rank``: its exact ranks as a list literal up to
+    EXACT_RANKS_UP_TO, the same closed form beyond (DuckDB has no loops in a macro)."""
+    from vantage_agent.stats import EXACT_RANKS_UP_TO, Z95, median_ci_rank
+
+    ranks = ", ".join(str(median_ci_rank(n) or "NULL") for n in range(EXACT_RANKS_UP_TO + 1))
+    return (f"CREATE OR REPLACE MACRO dnscamp_median_ci_rank(n) AS CASE WHEN n < 6 THEN NULL "
+            f"WHEN n <= {EXACT_RANKS_UP_TO} THEN ([{ranks}]::BIGINT[])[n + 1] "
+            f"ELSE greatest(1, floor((n + 1 - {Z95!r} * sqrt(n)) / 2))::BIGINT END")
+
+
+MACROS = (*MACROS, _median_ci_rank_macro())
 _FALLBACK = {  # a body value kept in _body_extra, read as the store's JSON_VALUE / ->> would
     int: "CASE WHEN json_type(_body_extra, '$.\"{k}\"') IN ('BIGINT', 'UBIGINT') "
          "THEN TRY_CAST(json_extract(_body_extra, '$.\"{k}\"') AS BIGINT) END",

@@ -77,3 +77,17 @@ def test_wilson_edges():
     assert lo == 0 and 0.1 < hi < 0.2  # not collapsed to a point, as Wald's would be
     with pytest.raises(ValueError):
         wilson(3, 2)
+
+
+def test_duckdbs_macro_is_the_definition():
+    """An archive's DuckDB (dnscamp.opendata.duck) has dnscamp_median_ci_rank too: the same ranks."""
+    import duckdb
+
+    from dnscamp.opendata.duck import MACROS
+
+    con = duckdb.connect()
+    for m in MACROS:
+        con.execute(m)
+    ns = list(range(3001)) + [10**4, 123_457, 10**6, 10**8 + 1, 2**40]
+    got = [r for (r,) in con.execute("SELECT dnscamp_median_ci_rank(n) FROM unnest(?::BIGINT[]) t(n) ORDER BY n", [ns]).fetchall()]
+    assert got == [median_ci_rank(n) for n in ns]
