@@ -20,7 +20,7 @@ def panels_markdown() -> str:
         if uid.endswith(PUBLIC_SUFFIX):
             continue  # the same panels without the variables' conditions
         public = (f"published as `{uid}{PUBLIC_SUFFIX}`, the same panels without variables" if uid in PUBLISHED
-                  else "not published (anonymous Viewers of the instance only)")
+                  else "not published (signed-in users of the instance only)")
         variables = ", ".join(f"`${v['name']}`" for v in data["templating"]["list"])
         out += [f"### {data['title']}", "",
                 f"`{uid}` ({name}; {public}). Variables: {variables}.", "", data["description"], ""]
