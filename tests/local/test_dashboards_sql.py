@@ -17,6 +17,8 @@ from pathlib import Path
 import boto3
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 
 import dashboards
@@ -281,3 +283,20 @@ def test_quicsocks_shows_one_atlas_campaign_the_latest_first(demo_db):
     assert r[("dnscamp-quicsocks.json", "Median saving and probes saving at least 10 / 30 ms")][1] == []  # no pings yet
     r = run_panels(demo_db, {"atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
     assert len(r[("dnscamp-quicsocks.json", "Table I terms per probe")][1]) == 16
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(min_size=1, max_size=40).filter(lambda v: v != ATLAS_CAMPAIGN and "\x00" not in v))
+def test_quicsocks_and_health_panels_take_any_atlas_campaign_value_as_a_value(demo_db, value):
+    """Whatever a URL puts in ?var-atlas_campaign= (quotes, backslashes, SQL, $, non-ASCII): every
+    panel that filters on it runs as Grafana's role, without an error, and shows nothing."""
+    data = {k: BUILT[k] for k in ("dnscamp-quicsocks.json", "dnscamp-health.json")}
+    with psycopg.connect(grafana_url(demo_db)) as c:
+        for d in data.values():
+            variables = resolve(c, d, {"atlas_campaign": (value,), "campaign": (CAMPAIGN,)}, *DEMO_RANGE)
+            for p in dashboards.panel_list(d):
+                sql = p["targets"][0]["rawSql"]
+                if "${atlas_campaign:sqlstring}" not in sql:
+                    continue
+                rows = c.execute(expand(sql, variables, *DEMO_RANGE)).fetchall()
+                assert all(v in (None, 0) for r in rows for v in r), (p["title"], rows)
