@@ -2,8 +2,9 @@
 to the probe's resolver would save on connection setup (RTT_direct - RTT_Server), the share of
 probes saving at least 10 and 30 ms, a map of the probes' savings (v_atlas_probes), and the Table I
 terms per probe. Probes behind a resolver in their own AS (isp_resolver), as the paper analyses
-them; the latest successful pings of one RIPE Atlas campaign, the latest by default (v_quicsocks_savings has no time axis: the time range does not apply). n probes on every panel, the
-median saving with its order-statistic 95 % interval and the shares with Wilson intervals."""
+them; the latest successful pings of one RIPE Atlas campaign, the latest by default
+(v_quicsocks_savings has no time axis: the time range does not apply). n probes on every panel,
+the median saving with its order-statistic 95 % interval and the shares with Wilson intervals."""
 
 from __future__ import annotations
 
