@@ -18,7 +18,7 @@ def panels_markdown() -> str:
     for name, data in build().items():
         uid = data["uid"]
         public = ("published per campaign: see Public dashboards" if uid in PUBLISHED
-                  else "never published")
+                  else "never published (signed-in users of the instance only)")
         variables = ", ".join(f"`${v['name']}`" for v in data["templating"]["list"])
         out += [f"### {data['title']}", "",
                 f"`{uid}` ({name}; {public}). Variables: {variables}.", "", data["description"], ""]

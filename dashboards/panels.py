@@ -1,4 +1,4 @@
-"""What every dnscamp dashboard is made of: the Postgres datasource (the dnscamp_reader role),
+"""What every dnscamp dashboard is made of: the Postgres datasource (the dnscamp_grafana role),
 our SQL dataquery (the SDK has no Postgres/SQL dataquery type), the template variables and their
 SQL filters, and one panel helper per visualisation kind. Panels read views (v_*) only.
 
@@ -98,18 +98,13 @@ def _in_range(expr: str, where_sql: str = "true") -> str:
             f"UNION SELECT {expr} FROM v_page_load_daily WHERE {DAYS} AND {where_sql}\nORDER BY 1")
 
 
-# (campaign, vantage_id, region) of the vantages the daily rollups have in the range (they have
-# no regions): each vantage's region from the first of its records the scan meets (LIMIT 1:
-# a vantage's records share its region), from the DNS queries or the page loads it has, so
-# the lookups stop after a few rows where a DISTINCT over v_results read every record (2.2 s of
-# CPU at 10 M over 30 days)
-VANTAGE_REGIONS = f"""(SELECT v.vantage_id, (SELECT q.region FROM v_dns_query q
-                           WHERE q.campaign = v.campaign AND q.vantage_id = v.vantage_id LIMIT 1) AS region
-      FROM (SELECT DISTINCT campaign, vantage_id FROM v_dns_conn_daily WHERE {DAYS} AND {CAMPAIGN}) v
-      UNION
-      SELECT v.vantage_id, (SELECT p.region FROM v_page_load p
-                           WHERE p.campaign = v.campaign AND p.vantage_id = v.vantage_id LIMIT 1)
-      FROM (SELECT DISTINCT campaign, vantage_id FROM v_page_load_daily WHERE {DAYS} AND {CAMPAIGN}) v) r"""
+# (vantage_id, region) of the vantages with DNS queries or page loads on the UTC days the range
+# touches, from v_contexts (contexts and the ingest rollup, never the records: the dashboards'
+# role dnscamp_grafana cannot read record views)
+VANTAGE_REGIONS = f"""(SELECT vantage_id, region FROM v_contexts
+      WHERE kind IN ('dns_query', 'page_load') AND {CAMPAIGN}
+        AND last_started >= date_trunc('day', $__timeFrom()::timestamptz, 'UTC')
+        AND first_started <= $__timeTo()::timestamptz) r"""
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
     "campaign": ("Campaign", _in_range("campaign"),

@@ -357,8 +357,8 @@ class GrafanaClient:
         elif user and password:
             self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         else:
-            raise PublishError("Grafana credentials: set DNSCAMP_GRAFANA_TOKEN (a service account's token) or "
-                               "DNSCAMP_GRAFANA_USER and DNSCAMP_GRAFANA_PASSWORD")
+            raise PublishError("Grafana credentials: set DNSCAMP_GRAFANA_API_TOKEN (a service account's token) or "
+                               "DNSCAMP_GRAFANA_API_USER and DNSCAMP_GRAFANA_API_PASSWORD")
         self.timeout = timeout
 
     def __repr__(self) -> str:  # never the credentials

@@ -3,7 +3,7 @@ $DNSCAMP_HOME/pg. Security model (docs/store.md):
 
 - a Unix socket only (no TCP), in a 0700 directory owned by the user the server runs as;
 - scram-sha-256 for every connection; the passwords of the superuser and of the
-  dnscamp_writer / dnscamp_reader roles are generated once and kept in ONE file,
+  dnscamp_writer / dnscamp_reader / dnscamp_grafana roles are generated once and kept in ONE file,
   $DNSCAMP_HOME/pgpass (0600, owned by whoever runs dnscamp, in libpq's passfile format), which
   the URLs name with ``passfile=``: no password ever appears in a URL or on a command line;
 - as root (PostgreSQL refuses to run as root) every PostgreSQL binary runs as the system user
@@ -43,7 +43,8 @@ PORT = 5432  # only names the socket file; there is no TCP listener
 SUPERUSER = "postgres"
 WRITER = "dnscamp_writer"
 READER = "dnscamp_reader"
-ROLES = (SUPERUSER, WRITER, READER)
+GRAFANA = "dnscamp_grafana"
+ROLES = (SUPERUSER, WRITER, READER, GRAFANA)
 SERVICE_USER = "embedded_postgres"
 WEAK_AUTH = {"trust", "peer", "ident", "password"}  # no password at all, or one sent in clear
 HBA = (
@@ -271,8 +272,9 @@ def passwords(c: Cluster | None = None) -> dict[str, str]:
 
 
 def _ensure_passfile(c: Cluster) -> dict[str, str]:
-    if not c.passfile.exists():
-        pw = {role: secrets.token_urlsafe(32) for role in ROLES}  # [A-Za-z0-9_-]: no passfile escaping
+    have = passwords(c) if c.passfile.exists() else {}
+    if missing := [role for role in ROLES if role not in have]:  # new, or made before a role existed
+        pw = have | {role: secrets.token_urlsafe(32) for role in missing}  # [A-Za-z0-9_-]: no passfile escaping
         _write_private(c.passfile, "".join(f"*:*:*:{role}:{p}\n" for role, p in pw.items()))
     return passwords(c)
 

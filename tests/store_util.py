@@ -101,3 +101,21 @@ def ingest_with_old_code(paths, url: str, dest, rev: str = OLD_INGEST) -> int:
                        timeout=600)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     return int(r.stdout.strip().splitlines()[-1])
+
+
+def role_url(owner_url: str, role: str) -> str:
+    """``owner_url`` (the embedded store's, as the `db_url`, `empty_db` and `fresh_db` fixtures
+    give it) logged in as ``role`` instead: same database, same passfile."""
+    from db import embedded
+
+    url = owner_url.replace(f"{embedded.SUPERUSER}@", f"{role}@", 1)
+    assert url != owner_url, owner_url
+    return url
+
+
+def grafana_url(owner_url: str) -> str:
+    """The same database as Grafana's datasource reads it: role dnscamp_grafana (aggregate views
+    only, migration 0029)."""
+    from db import embedded
+
+    return role_url(owner_url, embedded.GRAFANA)

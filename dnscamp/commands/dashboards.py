@@ -11,9 +11,9 @@ app = typer.Typer(help="Grafana dashboards as code: build the JSON that Grafana 
                        "publish one campaign's public dashboards, list and revoke them.",
                   no_args_is_help=True)
 
-GRAFANA_OPT = typer.Option(None, "--grafana", envvar="DNSCAMP_GRAFANA_URL", show_envvar=True,
-                           help="Grafana's base URL (credentials: DNSCAMP_GRAFANA_TOKEN, a service account's token, "
-                                "or DNSCAMP_GRAFANA_USER and DNSCAMP_GRAFANA_PASSWORD).")
+GRAFANA_OPT = typer.Option(None, "--grafana", envvar="DNSCAMP_GRAFANA_API_URL", show_envvar=True,
+                           help="Grafana's base URL (credentials: DNSCAMP_GRAFANA_API_TOKEN, a service account's token, "
+                                "or DNSCAMP_GRAFANA_API_USER and DNSCAMP_GRAFANA_API_PASSWORD).")
 ROOT_OPT = typer.Option(None, "--root-url", envvar="DNSCAMP_GRAFANA_ROOT_URL", show_envvar=True,
                         help="Grafana's address as visitors reach it, for the links printed (default: --grafana).")
 SHOW_OPT = typer.Option(False, "--show-links", help="Print each public link in full (the link is what gives access; "
@@ -58,11 +58,11 @@ def _grafana(url: str | None):
     from dnscamp.errors import die
 
     if not url:
-        die("say which Grafana: --grafana URL or DNSCAMP_GRAFANA_URL")
+        die("say which Grafana: --grafana URL or DNSCAMP_GRAFANA_API_URL")
     try:
-        return GrafanaClient(url, token=os.environ.get("DNSCAMP_GRAFANA_TOKEN") or None,
-                             user=os.environ.get("DNSCAMP_GRAFANA_USER") or None,
-                             password=os.environ.get("DNSCAMP_GRAFANA_PASSWORD") or None)
+        return GrafanaClient(url, token=os.environ.get("DNSCAMP_GRAFANA_API_TOKEN") or None,
+                             user=os.environ.get("DNSCAMP_GRAFANA_API_USER") or None,
+                             password=os.environ.get("DNSCAMP_GRAFANA_API_PASSWORD") or None)
     except PublishError as exc:
         die(str(exc))
 
@@ -94,7 +94,7 @@ def publish_command(
         die("dashboards publish: say which campaign (an argument or DNSCAMP_PUBLISH_CAMPAIGN)")
     client = None if dry_run else _grafana(grafana)
     try:
-        with psycopg.connect(engine.database_url("reader")) as conn:
+        with psycopg.connect(engine.database_url("grafana")) as conn:
             copies, notes = build_public(conn, campaign)
             problems = [e for d in copies for e in errors(d, d["uid"]) + public_errors(share_config(d), d["uid"])]
             if problems:

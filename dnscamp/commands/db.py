@@ -113,23 +113,23 @@ def migrate_cmd(target: str = typer.Argument("heads", help="Alembic target revis
 
 @app.command("url")
 @_one_line_errors
-def url(role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
+def url(role: str = typer.Option("owner", help="owner | writer | reader | grafana")) -> None:
     """Print the libpq connection URL of the store for ROLE."""
     from db import engine
 
-    if role not in ("owner", "writer", "reader"):
-        die(f"--role: unknown role {role!r} (owner, writer, reader)")
+    if role not in engine.ROLE_NAMES:
+        die(f"--role: unknown role {role!r} ({', '.join(engine.ROLE_NAMES)})")
     typer.echo(engine.database_url(role))
 
 
 @app.command("psql", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @_one_line_errors
-def psql(ctx: typer.Context, role: str = typer.Option("owner", help="owner | writer | reader")) -> None:
+def psql(ctx: typer.Context, role: str = typer.Option("owner", help="owner | writer | reader | grafana")) -> None:
     """Open psql on the store (extra arguments go to psql, e.g. -c 'SELECT ...')."""
     from db import embedded, engine
 
-    if role not in ("owner", "writer", "reader"):
-        die(f"--role: unknown role {role!r} (owner, writer, reader)")
+    if role not in engine.ROLE_NAMES:
+        die(f"--role: unknown role {role!r} ({', '.join(engine.ROLE_NAMES)})")
     exe = None if engine.external_url() else embedded.cluster().bin("psql")
     exe = exe or shutil.which("psql")
     if not exe:

@@ -77,7 +77,7 @@ def cli_store(demo_db, monkeypatch):
     """The CLI's embedded-store URLs point at the test's database."""
     monkeypatch.delenv("DNSCAMP_DATABASE_URL", raising=False)
     monkeypatch.setenv("DNSCAMP_DATABASE_NAME", conninfo_to_dict(demo_db)["dbname"])
-    for k in ("DNSCAMP_GRAFANA_TOKEN", "DNSCAMP_GRAFANA_USER", "DNSCAMP_GRAFANA_PASSWORD", "DNSCAMP_GRAFANA_URL"):
+    for k in ("DNSCAMP_GRAFANA_API_TOKEN", "DNSCAMP_GRAFANA_API_USER", "DNSCAMP_GRAFANA_API_PASSWORD", "DNSCAMP_GRAFANA_API_URL"):
         monkeypatch.delenv(k, raising=False)
     return demo_db
 
@@ -152,8 +152,8 @@ def test_publish_list_and_revoke_through_grafanas_api(cli_store, monkeypatch, tm
         return [d.name for d in cur.description], cur.fetchall()
 
     with FakeGrafana(token=TOKEN, run_sql=run_sql) as g:
-        monkeypatch.setenv("DNSCAMP_GRAFANA_URL", g.url)
-        monkeypatch.setenv("DNSCAMP_GRAFANA_TOKEN", TOKEN)
+        monkeypatch.setenv("DNSCAMP_GRAFANA_API_URL", g.url)
+        monkeypatch.setenv("DNSCAMP_GRAFANA_API_TOKEN", TOKEN)
         res = CliRunner().invoke(app, ["dashboards", "publish", CAMPAIGN, "--out", str(tmp_path / "copies")])
         assert res.exit_code == 0, res.output
         assert len(g.dashboards) == len(g.shares) == len(dashboards.PUBLISHED)
@@ -202,7 +202,7 @@ def test_publish_list_and_revoke_through_grafanas_api(cli_store, monkeypatch, tm
         res = CliRunner().invoke(app, ["dashboards", "revoke", dns_uid])
         assert res.exit_code == 2 and res.output.count("\n") == 1 and "is not a shared dashboard" in res.output
         # wrong credentials: one line, exit 1, the token not in it
-        monkeypatch.setenv("DNSCAMP_GRAFANA_TOKEN", "wrong-secret")
+        monkeypatch.setenv("DNSCAMP_GRAFANA_API_TOKEN", "wrong-secret")
         res = CliRunner().invoke(app, ["dashboards", "list"])
         assert res.exit_code == 1 and "HTTP 401" in res.output and "wrong-secret" not in res.output
     conn.close()
@@ -217,10 +217,10 @@ def test_bad_input_is_one_line_exit_2(cli_store, monkeypatch):
     res = runner.invoke(app, ["dashboards", "publish", hostile, "--dry-run"])
     assert res.exit_code == 2 and "has no records in the store" in res.output and res.output.count("\n") == 1
     res = runner.invoke(app, ["dashboards", "publish", CAMPAIGN])  # no Grafana named
-    assert res.exit_code == 2 and "--grafana URL or DNSCAMP_GRAFANA_URL" in res.output
+    assert res.exit_code == 2 and "--grafana URL or DNSCAMP_GRAFANA_API_URL" in res.output
     res = runner.invoke(app, ["dashboards", "publish", CAMPAIGN, "--grafana", "http://127.0.0.1:9/"])  # no credentials
-    assert res.exit_code == 2 and "DNSCAMP_GRAFANA_TOKEN" in res.output
-    monkeypatch.setenv("DNSCAMP_GRAFANA_TOKEN", "t")
+    assert res.exit_code == 2 and "DNSCAMP_GRAFANA_API_TOKEN" in res.output
+    monkeypatch.setenv("DNSCAMP_GRAFANA_API_TOKEN", "t")
     res = runner.invoke(app, ["dashboards", "publish", CAMPAIGN, "--grafana", "http://127.0.0.1:9/"])  # nobody there
     assert res.exit_code == 1 and res.output.startswith("dnscamp: Grafana at http://127.0.0.1:9") and res.output.count("\n") == 1
     res = runner.invoke(app, ["dashboards", "publish", CAMPAIGN, "--dry-run"])

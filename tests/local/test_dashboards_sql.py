@@ -1,5 +1,6 @@
-"""Every panel's SQL, as Grafana would send it (dashboards/expand.py: variables then macros),
-runs on the real Postgres as dnscamp_reader, returns the columns its field config names, and
+"""Every panel's and variable's SQL, as Grafana would send it (dashboards/expand.py: variables
+then macros), runs on the real Postgres as dnscamp_grafana (the provisioned datasource's role,
+migration 0029: aggregate views only), returns the columns its field config names, and
 returns rows for the demo campaign (tests/fixtures/demo). The demo has no failures, no S3
 objects and no quarantined lines: the three panels that show only those are empty on it (and
 asserted so), and are checked with the v1 fixtures' failure records and a real S3 collection
@@ -16,14 +17,18 @@ from pathlib import Path
 import boto3
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 
 import dashboards
 from collectors import s3
 from collectors.ingest import ingest
 from dashboards.expand import Variable, expand, resolve
+from vantage_agent.stats import median_interval, wilson
 from db import engine
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, CAMPAIGN, load_demo
+from tests.store_util import grafana_url
 
 pytestmark = pytest.mark.local
 BUILT = dashboards.build()
@@ -59,9 +64,10 @@ def named_columns(panel: dict) -> set[str]:
 
 
 def run_panels(url: str, selected: dict[str, tuple[str, ...]], time_range) -> dict[tuple[str, str], tuple[list, list]]:
-    """{(dashboard, panel title): (column names, rows)} of every panel, run as the reader."""
+    """{(dashboard, panel title): (column names, rows)} of every panel, its variables resolved
+    first, run as Grafana's role."""
     out = {}
-    with psycopg.connect(reader_url(url)) as c:
+    with psycopg.connect(grafana_url(url)) as c:
         for name, data in BUILT.items():
             variables = resolve(c, data, selected, *time_range)
             for p in dashboards.panel_list(data):
@@ -99,7 +105,7 @@ def demo_db(empty_db):
     return empty_db
 
 
-def test_every_panel_runs_as_the_reader_and_returns_the_demo_campaigns_rows(demo_db):
+def test_every_panel_runs_as_grafanas_role_and_returns_the_demo_campaigns_rows(demo_db):
     results = run_panels(demo_db, {"campaign": (CAMPAIGN,), "atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
     assert len(results) == sum(len(dashboards.panel_list(d)) for d in BUILT.values()) >= 25
     assert shape_problems(results) == []
@@ -133,6 +139,9 @@ def test_the_demo_numbers_come_through(demo_db):
                < 1e-9 for row in rows)
     cols, rows = r[("dnscamp-health.json", "Per vantage: units run, last measurement, ingest lag")]
     assert [row[cols.index("vantage_id")] for row in rows] == ["testbed"] and rows[0][cols.index("records")] == 113
+    row = dict(zip(cols, rows[0]))  # no failure in 113 records: a share of 0 that could still be 3.3 %
+    assert (row["failed"], row["failed_share"], row["failed_share_lo"]) == (0, 0, 0)
+    assert row["failed_share_hi"] == pytest.approx(wilson(0, 113)[1], abs=1e-12) and 0.03 < row["failed_share_hi"] < 0.035
     cols, rows = r[("dnscamp-failures.json", "Failure rate with counts")]  # from the hourly rollup
     assert {row[cols.index("failed")] for row in rows} == {0} and sum(row[cols.index("n")] for row in rows) == 60
 
@@ -213,9 +222,80 @@ def test_failure_and_collection_panels_with_failures_objects_and_quarantine(empt
     with psycopg.connect(reader_url(empty_db)) as c:
         assert c.execute("SELECT campaign, vantage_id FROM v_quarantine").fetchall() == [("fixtures", "testbed-fiber")]
         assert key in c.execute("SELECT source_file FROM v_quarantine").fetchone()[0]
+    with psycopg.connect(grafana_url(empty_db)) as c:  # Grafana's role: the counts, never the file
+        assert c.execute("SELECT campaign, vantage_id, lines FROM v_quarantine_counts").fetchall() == [
+            ("fixtures", "testbed-fiber", 1)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT source_file FROM v_quarantine")
 
 
 def test_the_reader_cannot_read_the_tables_behind_the_views(demo_db):
+    for url in (reader_url(demo_db), grafana_url(demo_db)):
+        with psycopg.connect(url) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute("SELECT count(*) FROM results")
+
+
+def test_quicsocks_medians_and_shares_carry_n_and_their_intervals(demo_db):
+    """The savings table against the stats module's own intervals over the probes' savings as
+    the reader reads them (the Table I rows)."""
+    r = run_panels(demo_db, {"campaign": (CAMPAIGN,), "atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
+    cols, rows = r[("dnscamp-quicsocks.json", "Median saving and probes saving at least 10 / 30 ms")]
+    by = {row[0]: dict(zip(cols, row)) for row in rows}
     with psycopg.connect(reader_url(demo_db)) as c:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            c.execute("SELECT count(*) FROM results")
+        savings = [x for (x,) in c.execute("SELECT saving_ms FROM v_quicsocks_savings WHERE campaign = %s AND isp_resolver"
+                                           " AND saving_ms IS NOT NULL", (ATLAS_CAMPAIGN,))]
+    assert set(by) == {"without retry", "with retry"} and len(savings) == 16
+    for series, factor in (("without retry", 1), ("with retry", 2)):
+        got, values = by[series], sorted(factor * x for x in savings)
+        assert got["probes"] == 16
+        assert got["median_ms"] == pytest.approx(values[7])  # percentile_disc(0.5): the lower middle
+        assert (got["median_lo_ms"], got["median_hi_ms"]) == pytest.approx(median_interval(values))
+        assert got["median_lo_ms"] <= got["median_ms"] <= got["median_hi_ms"]
+        for t in (10, 30):
+            k = sum(v >= t for v in values)
+            assert got[f"saving_{t}ms"] == k and got[f"share_{t}ms"] == pytest.approx(k / 16)
+            assert (got[f"share_{t}ms_lo"], got[f"share_{t}ms_hi"]) == pytest.approx(wilson(k, 16))
+    cols, rows = r[("dnscamp-quicsocks.json", "CDF of per-probe savings")]
+    assert {row[0] for row in rows} == {"without retry (n = 16)", "with retry (n = 16)"}
+
+
+def test_quicsocks_shows_one_atlas_campaign_the_latest_first(demo_db):
+    """Its variable lists the Atlas campaigns latest first (what Grafana selects on opening) and
+    selects one: a second campaign's probes never mix into the first's panels."""
+    with psycopg.connect(demo_db) as c:
+        last = c.execute("SELECT max(last_result) FROM v_atlas_credits WHERE campaign = %s", (ATLAS_CAMPAIGN,)).fetchone()[0]
+        for msm, label, when in ((900001, "older", last - timedelta(days=30)), (900002, "newer", last + timedelta(days=1))):
+            c.execute("INSERT INTO atlas_measurements (msm_id, campaign, role) VALUES (%s, %s, 'probe_server')",
+                      (msm, label))
+            c.execute("INSERT INTO atlas_results_raw (campaign, msm_id, prb_id, timestamp, type, status, raw)"
+                      " VALUES (%s, %s, 7, %s, 'ping', 'ok', '{\"sent\": 3, \"size\": 48}')", (label, msm, when))
+            c.execute("INSERT INTO atlas_discovery (campaign, prb_id, resolver, method) VALUES (%s, 7, '192.0.2.53', 'whoami')",
+                      (label,))
+    data = BUILT["dnscamp-quicsocks.json"]
+    [var] = data["templating"]["list"]
+    assert (var["name"], var["multi"], var["includeAll"], var["sort"]) == ("atlas_campaign", False, False, 0)
+    with psycopg.connect(grafana_url(demo_db)) as c:
+        options = resolve(c, data, {}, *DEMO_RANGE)["atlas_campaign"].options
+    assert options == ("newer", ATLAS_CAMPAIGN, "older")
+    r = run_panels(demo_db, {"atlas_campaign": ("newer",)}, DEMO_RANGE)
+    assert r[("dnscamp-quicsocks.json", "Median saving and probes saving at least 10 / 30 ms")][1] == []  # no pings yet
+    r = run_panels(demo_db, {"atlas_campaign": (ATLAS_CAMPAIGN,)}, DEMO_RANGE)
+    assert len(r[("dnscamp-quicsocks.json", "Table I terms per probe")][1]) == 16
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(min_size=1, max_size=40).filter(lambda v: v != ATLAS_CAMPAIGN and "\x00" not in v))
+def test_quicsocks_and_health_panels_take_any_atlas_campaign_value_as_a_value(demo_db, value):
+    """Whatever a URL puts in ?var-atlas_campaign= (quotes, backslashes, SQL, $, non-ASCII): every
+    panel that filters on it runs as Grafana's role, without an error, and shows nothing."""
+    data = {k: BUILT[k] for k in ("dnscamp-quicsocks.json", "dnscamp-health.json")}
+    with psycopg.connect(grafana_url(demo_db)) as c:
+        for d in data.values():
+            variables = resolve(c, d, {"atlas_campaign": (value,), "campaign": (CAMPAIGN,)}, *DEMO_RANGE)
+            for p in dashboards.panel_list(d):
+                sql = p["targets"][0]["rawSql"]
+                if "${atlas_campaign:sqlstring}" not in sql:
+                    continue
+                rows = c.execute(expand(sql, variables, *DEMO_RANGE)).fetchall()
+                assert all(v in (None, 0) for r in rows for v in r), (p["title"], rows)

@@ -1,5 +1,6 @@
 """Migration 0011's reader views: what the campaign-health panels read, checked
-against independently computed expectations, as the reader role."""
+against independently computed expectations, as the role the dashboards read them with
+(dnscamp_grafana, migration 0029) where it may, else as the reader."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from atlas import bundle
 from atlas.dns import unit_cost as dns_unit_cost
 from atlas.ping import unit_cost as ping_unit_cost
 from db import engine
+from tests.store_util import grafana_url
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, DEMO, load_demo
 
 pytestmark = pytest.mark.local
@@ -31,7 +33,7 @@ def test_v_atlas_credits_prices_the_demo_results_by_the_atlas_cost_model(empty_d
             cost = (ping_unit_cost(r["sent"], r["size"], oneoff=True) if typ == "ping"
                     else dns_unit_cost(r.get("proto", "UDP"), oneoff=True))
             want[r["msm_id"]] = want.get(r["msm_id"], 0) + cost
-    with psycopg.connect(_reader(empty_db)) as c:
+    with psycopg.connect(grafana_url(empty_db)) as c:
         got = {m: (role, credits, charged) for m, role, credits, charged in c.execute(
             "SELECT msm_id, role, credits, charged FROM v_atlas_credits WHERE campaign = %s", (ATLAS_CAMPAIGN,))}
     assert {m: v[1] for m, v in got.items()} == want and sum(want.values()) > 0
@@ -50,7 +52,7 @@ def test_v_atlas_credits_charges_real_measurements_but_not_our_own_pings(empty_d
         for i, (msm, typ, raw) in enumerate(rows):
             c.execute("INSERT INTO atlas_results_raw (campaign, msm_id, prb_id, timestamp, type, status, raw)"
                       " VALUES ('c', %s, %s, now(), %s, 'ok', %s)", (msm, i, typ, json.dumps(raw)))
-    with psycopg.connect(_reader(empty_db)) as c:
+    with psycopg.connect(grafana_url(empty_db)) as c:
         got = {m: (n, cr, ch) for m, n, cr, ch in c.execute("SELECT msm_id, results, credits, charged FROM v_atlas_credits")}
     assert got == {11: (1, ping_unit_cost(3, 1600, oneoff=True), True),
                    12: (2, dns_unit_cost("TCP", oneoff=False) + dns_unit_cost("UDP", oneoff=False), True),
@@ -74,3 +76,8 @@ def test_v_collected_objects_and_v_quarantine_read_campaign_and_vantage_from_the
         assert q.fetchall() == [("/var/spool/www20/r-1/u-7.jsonl", None, None, None, "invalid JSON", 2),
                                 (f"s3://b/{key}", "www20", "aws-us-east-2-fiber", "r-1", "invalid JSON", 2)]
         assert "raw" not in [d.name for d in c.execute("SELECT * FROM v_quarantine LIMIT 0").description]
+    with psycopg.connect(grafana_url(empty_db)) as c:  # the dashboards' role: the ledger without object names
+        assert c.execute("SELECT campaign, vantage_id, quarantined FROM v_collected_objects ORDER BY 1").fetchall() == [
+            ("www20", "aws-us-east-2-fiber", 1), (None, None, 1)]
+        assert c.execute("SELECT reason_class, sum(lines) FROM v_quarantine_counts GROUP BY 1").fetchall() == [
+            ("invalid JSON", 2)]

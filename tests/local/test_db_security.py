@@ -72,12 +72,22 @@ def test_passwords_file_private_and_no_password_in_urls(secured):
     st = c.passfile.stat()
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()  # the dnscamp user's, not the server's
     pw = embedded.passwords(c)
-    assert set(pw) == {"postgres", "dnscamp_writer", "dnscamp_reader"} and len(set(pw.values())) == 3
-    for role in ("owner", "writer", "reader"):
+    assert set(pw) == {"postgres", "dnscamp_writer", "dnscamp_reader", "dnscamp_grafana"} and len(set(pw.values())) == 4
+    for role in ("owner", "writer", "reader", "grafana"):
         url = cli(home, "db", "url", "--role", role).stdout
         assert f"passfile={c.passfile}" in url and not any(p in url for p in pw.values())
     sock = c.socket_dir.stat()
     assert stat.S_IMODE(sock.st_mode) == 0o700 and sock.st_uid == pwd.getpwnam(embedded.SERVICE_USER).pw_uid
+
+
+def test_a_passfile_from_before_a_role_existed_gains_its_password_and_keeps_the_others(tmp_path):
+    c = embedded.Cluster(tmp_path / "pg")
+    old = {"postgres": "a" * 43, "dnscamp_writer": "b" * 43, "dnscamp_reader": "c" * 43}
+    c.passfile.write_text("".join(f"*:*:*:{role}:{p}\n" for role, p in old.items()))
+    pw = embedded._ensure_passfile(c)
+    assert set(pw) == set(embedded.ROLES) and {r: pw[r] for r in old} == old and len(pw[embedded.GRAFANA]) >= 32
+    assert stat.S_IMODE(c.passfile.stat().st_mode) == 0o600
+    assert embedded._ensure_passfile(c) == pw  # and stays
 
 
 def test_every_connection_needs_the_password(secured):
@@ -216,7 +226,7 @@ def test_old_trust_cluster_is_hardened_by_db_up():
         with psycopg.connect(c.url("postgres", "postgres")) as conn:
             rows = conn.execute("SELECT rolname, rolpassword LIKE 'SCRAM-SHA-256$%%' FROM pg_authid "
                                 "WHERE rolname = ANY(%s)", (list(embedded.ROLES),)).fetchall()
-        assert dict(rows) == {"postgres": True, "dnscamp_writer": True, "dnscamp_reader": True}
+        assert dict(rows) == {"postgres": True, "dnscamp_writer": True, "dnscamp_reader": True, "dnscamp_grafana": True}
         with psycopg.connect(c.url("dnscamp_writer", "dnscamp")) as conn:
             assert conn.execute("SELECT current_user").fetchone()[0] == "dnscamp_writer"
     finally:

@@ -164,30 +164,42 @@ def test_secrets_come_from_env_and_the_example_defines_every_variable():
     used = {m.group(1) or m.group(4) for m in _VAR.finditer(text) if m.group(0) != "$$"}
     assert used - set(env_example()) == set()
     required = set(re.findall(r"\$\{(\w+):\?", text))
-    assert {"POSTGRES_PASSWORD", "DNSCAMP_WRITER_PASSWORD", "DNSCAMP_READER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= required
+    assert {"POSTGRES_PASSWORD", "DNSCAMP_WRITER_PASSWORD", "DNSCAMP_READER_PASSWORD", "DNSCAMP_GRAFANA_PASSWORD",
+            "GRAFANA_ADMIN_PASSWORD"} <= required
     assert not re.search(r"(?i)password\s*[:=]\s*['\"]?(?!\$)\w", text.replace("PASSWORD :'", "")), \
         "a literal password in docker-compose.yml"
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", ".env"], capture_output=True, text=True).stdout
     assert tracked == ""
 
 
-def test_grafana_is_provisioned_read_only_and_anonymous_viewers_can_read():
+def test_grafana_is_provisioned_for_signed_in_users_and_the_public_sees_public_dashboards_only():
     g = CONFIG["services"]["grafana"]
     env = g["environment"]
-    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true" and env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    # a Viewer can send any SQL to the datasource: no anonymous Viewers at all
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and "GF_AUTH_ANONYMOUS_ORG_ROLE" not in env
     assert env["GF_PUBLIC_DASHBOARDS_ENABLED"] == "true" and env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    assert env["GF_USERS_VIEWERS_CAN_EDIT"] == "false"
     assert "./dashboards/provisioning:/etc/grafana/provisioning:ro" in g["volumes"]
-    # the datasource file's ${VARS} are all given to Grafana, with the reader role
-    ds_text = "\n".join(strings(yaml.safe_load((dashboards.PROVISIONING / "datasources" / "postgres.yaml").read_text())))
+    # the datasource file's ${VARS} are all given to Grafana, with the dashboards' role
+    ds = yaml.safe_load((dashboards.PROVISIONING / "datasources" / "postgres.yaml").read_text())
+    ds_text = "\n".join(strings(ds))
     assert set(re.findall(r"\$\{(\w+)\}", ds_text)) <= set(env)
-    assert env["DNSCAMP_READER_USER"] == "dnscamp_reader"
+    [source] = ds["datasources"]
+    assert source["user"] == "${DNSCAMP_GRAFANA_USER}" and env["DNSCAMP_GRAFANA_USER"] == "dnscamp_grafana"
+    assert source["secureJsonData"]["password"] == "${DNSCAMP_GRAFANA_PASSWORD}"
+    # Grafana's pool stays under the role's connection limit (migration 0029: 10)
+    assert 0 < source["jsonData"]["maxOpenConns"] < 10
+    # every panel of every dashboard reads through that one datasource
+    uids = {t["datasource"]["uid"] for d in dashboards.build().values() for p in dashboards.panel_list(d)
+            for t in p["targets"]}
+    assert uids == {source["uid"]}
     home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert (dashboards.OUT / Path(home).name).is_file() and home.startswith("/etc/grafana/provisioning/dashboards/")
     # publishing is run by hand (profile), after Grafana is up, as the reader and Grafana's admin
     pub = CONFIG["services"]["publish"]
     assert pub["profiles"] == ["publish"] and pub["depends_on"]["grafana"]["condition"] == "service_healthy"
-    assert pub["environment"]["DNSCAMP_GRAFANA_URL"] == "http://grafana:3000/"
-    assert pub["environment"]["DNSCAMP_GRAFANA_PASSWORD"] == env_example()["GRAFANA_ADMIN_PASSWORD"]
+    assert pub["environment"]["DNSCAMP_GRAFANA_API_URL"] == "http://grafana:3000/"
+    assert pub["environment"]["DNSCAMP_GRAFANA_API_PASSWORD"] == env_example()["GRAFANA_ADMIN_PASSWORD"]
 
 
 def test_startup_order_and_healthchecks():
@@ -203,25 +215,28 @@ def test_startup_order_and_healthchecks():
 
 def test_each_service_logs_in_as_its_role():
     """Migrations as the owner, in the one-shot service only; the collector as dnscamp_writer
-    (it cannot migrate: tests/local/test_compose_roles.py); Grafana as dnscamp_reader. The
-    store's first start creates the writer's and reader's logins with their .env passwords."""
+    (it cannot migrate: tests/local/test_compose_roles.py); Grafana and publish as dnscamp_grafana. The
+    store's first start creates the writer's, reader's and Grafana's logins with their .env
+    passwords."""
     from urllib.parse import urlsplit
 
     env, s = env_example(), CONFIG["services"]
     logins = {name: urlsplit(conf["environment"]["DNSCAMP_DATABASE_URL"])
               for name, conf in s.items() if "DNSCAMP_DATABASE_URL" in conf.get("environment", {})}
     assert set(logins) == {"migrate", "collector", "publish"}
-    assert (logins["publish"].username, logins["publish"].password) == ("dnscamp_reader", env["DNSCAMP_READER_PASSWORD"])
+    assert (logins["publish"].username, logins["publish"].password) == ("dnscamp_grafana", env["DNSCAMP_GRAFANA_PASSWORD"])
     assert (logins["migrate"].username, logins["migrate"].password) == (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"])
     assert (logins["collector"].username, logins["collector"].password) == ("dnscamp_writer", env["DNSCAMP_WRITER_PASSWORD"])
     assert logins["collector"].path == logins["migrate"].path and logins["collector"].hostname == "postgres"
-    owner_secret = env["POSTGRES_PASSWORD"]
-    for name, conf in s.items():  # the owner's password reaches the store and the migration only
-        if owner_secret in "\n".join(strings(conf)):
-            assert name in ("postgres", "migrate"), name
-    assert s["grafana"]["environment"]["DNSCAMP_READER_USER"] == "dnscamp_reader"
+    # each password reaches the store and the one service that logs in with it
+    for secret, users in (("POSTGRES_PASSWORD", {"migrate"}), ("DNSCAMP_WRITER_PASSWORD", {"collector"}),
+                          ("DNSCAMP_READER_PASSWORD", set()), ("DNSCAMP_GRAFANA_PASSWORD", {"grafana", "publish"})):
+        holders = {name for name, conf in s.items() if env[secret] in "\n".join(strings(conf))}
+        assert holders == {"postgres", *users}, secret
+    assert s["grafana"]["environment"]["DNSCAMP_GRAFANA_USER"] == "dnscamp_grafana"
     init = s["postgres"]["entrypoint"][-1]
     assert "CREATE ROLE dnscamp_writer LOGIN PASSWORD :'wpw'" in init and 'wpw="$DNSCAMP_WRITER_PASSWORD"' in init
+    assert "CREATE ROLE dnscamp_grafana LOGIN PASSWORD :'gpw'" in init and 'gpw="$DNSCAMP_GRAFANA_PASSWORD"' in init
     assert s["postgres"]["environment"]["DNSCAMP_WRITER_PASSWORD"] == env["DNSCAMP_WRITER_PASSWORD"]
     # the collector's health check runs as the same login (the writer may read the revision)
     assert s["collector"]["healthcheck"]["test"][1:] == [DNSCAMP, "db", "status"]

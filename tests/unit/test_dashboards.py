@@ -128,7 +128,7 @@ def test_time_range_is_honoured_through_time_filter():
 def test_provisioning_points_at_the_panels_datasource_and_the_json():
     ds = yaml.safe_load((dashboards.PROVISIONING / "datasources" / "postgres.yaml").read_text())["datasources"]
     assert [(d["uid"], d["type"]) for d in ds] == [(DATASOURCE.uid, DATASOURCE.type_val)]
-    assert ds[0]["user"] == "${DNSCAMP_READER_USER}" and ds[0]["secureJsonData"]["password"] == "${DNSCAMP_READER_PASSWORD}"
+    assert ds[0]["user"] == "${DNSCAMP_GRAFANA_USER}" and ds[0]["secureJsonData"]["password"] == "${DNSCAMP_GRAFANA_PASSWORD}"
     assert ds[0]["editable"] is False
     prov = yaml.safe_load((dashboards.OUT / "dnscamp.yaml").read_text())["providers"]
     assert prov[0]["type"] == "file" and prov[0]["options"]["path"] == "/etc/grafana/provisioning/dashboards"
