@@ -1,9 +1,9 @@
-"""`dnscamp fleet apply / status / destroy` (the real CLI, real Terraform and the real
-hashicorp/aws provider) against moto in server mode: a faithful fake of AWS's APIs on a loopback
-HTTPS endpoint, not AWS. Two regions: the bucket, the instance roles and policies, the
-instances; status by tag; destroy. The instance policy's reach is shown by moto's IAM
-enforcement with the instance role's own (assumed) credentials. A secret-key marker in the
-environment must appear in no file of the build dir and no output.
+"""`dnscamp fleet` (the real CLI, real Terraform and the real hashicorp/aws provider) against
+moto in server mode: a faithful fake of AWS's APIs on a loopback HTTPS endpoint, not AWS. Here:
+a dry run creates nothing, a missing terraform/tofu is refused by name, and checkov passes the
+planned fleet of two regions. The applied fleet (status by tag, the instance and collector
+policies under moto's IAM enforcement, the saved plan, the locked state, drain and destroy) is
+test_fleet_terraform.py's, which uses this file's HTTPS server and IAM condition handling.
 
 HTTPS because the vantage module accepts only https:// agent URLs (presigned against the
 endpoint): the server's certificate comes from a throwaway CA (testbed.services.ca, limited to
@@ -19,8 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from vantage_agent import ship
 
 from tests.local.test_fleet_terraform import require_terraform
 
@@ -166,87 +164,6 @@ def set_auth(m, initial_no_auth: str) -> None:
     req = urllib.request.Request(f"{m['url']}/moto-api/reset-auth", data=initial_no_auth.encode(), method="POST",
                                  headers={"Content-Type": "application/octet-stream"})  # not a form: moto reads the body
     urllib.request.urlopen(req, context=ssl.create_default_context(cafile=m["ca"]), timeout=10).read()
-
-
-def test_apply_status_policy_destroy(moto):
-    m = moto
-    r = cli(m, "apply", "--out", str(m["build"]), "--yes")
-    assert "fleet: using " in r.stdout and "total: $" in r.stdout
-
-    # what the apply created: the bucket (versioned), one role per (vantage, region), instances in both regions
-    s3 = boto(m, "s3")
-    assert s3.get_bucket_versioning(Bucket="motofleet-results")["Status"] == "Enabled"
-    dist = [o["Key"] for o in s3.list_objects_v2(Bucket="motofleet-results", Prefix="dist/")["Contents"]]
-    assert any(k.endswith(".whl") for k in dist) and any(k.endswith("requirements.lock") for k in dist)
-    roles = {r["RoleName"] for r in boto(m, "iam").list_roles()["Roles"]}
-    assert {f"dnscamp-{CAMPAIGN}-alpha-us-east-2", f"dnscamp-{CAMPAIGN}-alpha-eu-central-1",
-            f"dnscamp-{CAMPAIGN}-beta-eu-central-1"} <= roles
-
-    st = json.loads(cli(m, "status", "--json").stdout)
-    running = sorted((i["vantage"], i["region"]) for i in st["instances"] if i["state"] == "running")
-    assert running == [("alpha", "eu-central-1"), ("alpha", "us-east-2"), ("beta", "eu-central-1"), ("beta", "eu-central-1")]
-    assert st["vantages"]["alpha"] == {"last_upload": None, "last_upload_key": None}
-    assert st["statuses"] == [] and st["flags"] == []  # just launched: within the grace for a first status
-
-    # the instance role's reach, with its own credentials and moto's IAM enforcement on
-    role = boto(m, "iam").get_role(RoleName=f"dnscamp-{CAMPAIGN}-alpha-us-east-2")["Role"]
-    c = boto(m, "sts").assume_role(RoleArn=role["Arn"], RoleSessionName="agent")["Credentials"]
-    agent = boto(m, "s3", aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
-                 aws_session_token=c["SessionToken"])
-    from botocore.exceptions import ClientError
-
-    def denied(call, **kw):
-        with pytest.raises(ClientError) as exc:
-            call(Bucket="motofleet-results", **kw)
-        assert exc.value.response["Error"]["Code"] in ("AccessDenied", "403"), exc.value.response
-
-    set_auth(m, "0")
-    try:
-        agent.put_object(Bucket="motofleet-results", Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl", Body=b"{}\n")
-        body = ship.status_body(campaign=CAMPAIGN, vantage="alpha", region="us-east-2", instance_id="i-0123",
-                                phase="measuring", state={}, pending_units=0, runs_incomplete=0,
-                                disk_free_bytes=1 << 40, clock_offset_s=0.0)  # fmt: skip
-        agent.put_object(Bucket="motofleet-results", Key=f"status/{CAMPAIGN}/alpha/us-east-2/i-0123.json",
-                         Body=json.dumps(body).encode())  # a schema-1 status, as the agent writes it
-        denied(agent.put_object, Key=f"status/{CAMPAIGN}/alpha/eu-central-1/i-0123.json", Body=b"x")  # its vantage's other region
-        denied(agent.put_object, Key=f"results/{CAMPAIGN}/beta/batch-1.jsonl", Body=b"x")  # another vantage's prefix
-        denied(agent.put_object, Key=f"status/{CAMPAIGN}/beta/us-east-2/i-0123.json", Body=b"x")
-        denied(agent.put_object, Key="status/alpha/us-east-2.json", Body=b"x")
-        denied(agent.put_object, Key="dist/evil.whl", Body=b"x")
-        denied(agent.get_object, Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl")
-        denied(agent.list_objects_v2, Prefix="results/")
-        denied(agent.delete_object, Key=f"results/{CAMPAIGN}/alpha/batch-1.jsonl")
-    finally:
-        set_auth(m, "inf")
-
-    # a second apply (new wheel upload, new presigned URLs in the user data) keeps the running
-    # agents: user data acts at first boot only (lifecycle ignore_changes in the module)
-    ids = sorted(i["id"] for i in st["instances"] if i["state"] == "running")
-    cli(m, "apply", "--out", str(m["build"]), "--yes")
-    st = json.loads(cli(m, "status", "--json").stdout)
-    assert sorted(i["id"] for i in st["instances"] if i["state"] == "running") == ids
-
-    st = json.loads(cli(m, "status", "--json").stdout)
-    assert st["vantages"]["alpha"]["last_upload_key"] == f"results/{CAMPAIGN}/alpha/batch-1.jsonl"
-    assert st["vantages"]["beta"]["last_upload"] is None and st["flags"] == []
-    text = cli(m, "status").stdout
-    assert "vantage alpha: last upload 20" in text and "4 instance(s)" in text
-
-    # destroy: instances and roles go, the results bucket stays (until --delete-bucket); these
-    # agents never wrote a status object, so there is nothing to drain by (test_fleet_terraform drains)
-    cli(m, "destroy", "--out", str(m["build"]), "--yes", "--force")
-    st = json.loads(cli(m, "status", "--json").stdout)
-    assert st["instances"] and all(i["state"] == "terminated" for i in st["instances"])
-    roles = {r["RoleName"] for r in boto(m, "iam").list_roles()["Roles"]}
-    assert not any(r.startswith(f"dnscamp-{CAMPAIGN}-") for r in roles)
-    assert s3.head_bucket(Bucket="motofleet-results")
-    cli(m, "destroy", "--out", str(m["build"]), "--yes", "--delete-bucket", "--force")
-    assert "motofleet-results" not in {b["Name"] for b in s3.list_buckets()["Buckets"]}
-
-    # the secret key never reached a file of the build dir or any output
-    files = [p for p in m["build"].rglob("*") if p.is_file()]
-    assert files and not [p for p in files if MARKER.encode() in p.read_bytes()]
-    assert not [o for o in m["outputs"] if MARKER in o]
 
 
 def test_dry_run_creates_nothing(moto):

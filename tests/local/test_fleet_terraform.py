@@ -242,6 +242,19 @@ def test_saved_plan_guard_locked_state_drain_and_destroy_by_state(aws, tmp_path)
     ingress = [sg["IpPermissions"] for sg in client(m, "ec2").describe_security_groups(
         Filters=[{"Name": "group-name", "Values": [role]}])["SecurityGroups"]]
     assert ingress == [[]]  # no inbound port at all
+    assert "fleet: using " in r.stdout and "total: $" in r.stdout
+    assert s3.get_bucket_versioning(Bucket=f"{GUARD}-results")["Status"] == "Enabled"
+    dist = [o["Key"] for o in s3.list_objects_v2(Bucket=f"{GUARD}-results", Prefix="dist/")["Contents"]]
+    assert any(k.endswith(".whl") for k in dist) and any(k.endswith("requirements.lock") for k in dist)
+    roles = {x["RoleName"] for x in client(m, "iam").list_roles()["Roles"]}
+    assert {f"dnscamp-{GUARD}-alpha-us-east-2", f"dnscamp-{GUARD}-beta-eu-central-1"} <= roles
+
+    # `fleet status`: the instances by tag; just launched, so within the grace for a first status
+    st = json.loads(fleet(m, spec, "status", after=("--json",)).stdout)
+    running = sorted((i["vantage"], i["region"]) for i in st["instances"] if i["state"] == "running")
+    assert running == [("alpha", "us-east-2"), ("beta", "eu-central-1"), ("beta", "eu-central-1")]
+    assert st["vantages"]["alpha"] == {"last_upload": None, "last_upload_key": None}
+    assert st["statuses"] == [] and st["flags"] == []
 
     # the collector's policy, attached to a user of its own, under moto's IAM enforcement: it
     # lists and reads results/; it cannot read status/, write or delete
@@ -273,6 +286,45 @@ def test_saved_plan_guard_locked_state_drain_and_destroy_by_state(aws, tmp_path)
     finally:
         set_auth(m, "inf")
     s3.delete_object(Bucket=f"{GUARD}-results", Key=f"status/{GUARD}/alpha/us-east-2/i-1.json")
+    s3.delete_object(Bucket=f"{GUARD}-results", Key=f"results/{GUARD}/alpha/R1/u.jsonl")
+
+    # the instance role's reach, with its own (assumed) credentials under moto's IAM enforcement:
+    # it writes its vantage's results and its region's status objects, nothing else, and reads nothing
+    from vantage_agent import ship
+
+    role_arn = client(m, "iam").get_role(RoleName=f"dnscamp-{GUARD}-alpha-us-east-2")["Role"]["Arn"]
+    c = client(m, "sts").assume_role(RoleArn=role_arn, RoleSessionName="agent")["Credentials"]
+    agent = boto3.client("s3", region_name="us-east-2", endpoint_url=m["url"], verify=m["ca"],
+                         aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+                         aws_session_token=c["SessionToken"])
+    bucket = f"{GUARD}-results"
+    set_auth(m, "0")
+    try:
+        agent.put_object(Bucket=bucket, Key=f"results/{GUARD}/alpha/batch-1.jsonl", Body=b"{}\n")
+        body = ship.status_body(campaign=GUARD, vantage="alpha", region="us-east-2", instance_id="i-0123",
+                                phase="measuring", state={}, pending_units=0, runs_incomplete=0,
+                                disk_free_bytes=1 << 40, clock_offset_s=0.0)  # fmt: skip
+        agent.put_object(Bucket=bucket, Key=f"status/{GUARD}/alpha/us-east-2/i-0123.json",
+                         Body=json.dumps(body).encode())  # a schema-1 status, as the agent writes it
+        for call, kw in ((agent.put_object, {"Key": f"status/{GUARD}/alpha/eu-central-1/i-0123.json", "Body": b"x"}),  # another region
+                         (agent.put_object, {"Key": f"results/{GUARD}/beta/batch-1.jsonl", "Body": b"x"}),  # another vantage
+                         (agent.put_object, {"Key": f"status/{GUARD}/beta/us-east-2/i-0123.json", "Body": b"x"}),
+                         (agent.put_object, {"Key": "status/alpha/us-east-2.json", "Body": b"x"}),
+                         (agent.put_object, {"Key": "dist/evil.whl", "Body": b"x"}),
+                         (agent.get_object, {"Key": f"results/{GUARD}/alpha/batch-1.jsonl"}),
+                         (agent.list_objects_v2, {"Prefix": "results/"}),
+                         (agent.delete_object, {"Key": f"results/{GUARD}/alpha/batch-1.jsonl"})):
+            with pytest.raises(ClientError) as denied:
+                call(Bucket=bucket, **kw)
+            assert denied.value.response["Error"]["Code"] in ("AccessDenied", "403"), (call, kw)
+    finally:
+        set_auth(m, "inf")
+    st = json.loads(fleet(m, spec, "status", after=("--json",)).stdout)
+    assert st["vantages"]["alpha"]["last_upload_key"] == f"results/{GUARD}/alpha/batch-1.jsonl"
+    assert st["vantages"]["beta"]["last_upload"] is None and st["flags"] == []
+    text = fleet(m, spec, "status").stdout
+    assert "vantage alpha: last upload 20" in text and "3 instance(s)" in text
+    s3.delete_object(Bucket=bucket, Key=f"status/{GUARD}/alpha/us-east-2/i-0123.json")
 
     # the same spec again: nothing changes (time alone, new presigned URLs, the AMI lookup)
     r = fleet(m, spec, "plan", "--out", str(build))
@@ -362,6 +414,8 @@ def test_saved_plan_guard_locked_state_drain_and_destroy_by_state(aws, tmp_path)
     assert instances(m, "us-east-2") == [] and instances(m, "eu-central-1") == []
     left = {res["module"] for res in tf_state(m)["resources"] if res["mode"] == "managed"}
     assert left == {"module.results_bucket"} and s3.head_bucket(Bucket=f"{GUARD}-results")
+    fleet(m, spec_alpha, "destroy", "--out", str(build), "--yes", "--delete-bucket", "--force")
+    assert f"{GUARD}-results" not in {b["Name"] for b in s3.list_buckets()["Buckets"]}
 
     # no secret in any file of the build dirs or any output
     from tests.local.test_fleet_moto import MARKER

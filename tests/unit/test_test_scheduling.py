@@ -24,7 +24,7 @@ def test_the_islands_tests_are_one_unit(nodeid):
 
 
 @pytest.mark.parametrize("nodeid", [
-    "tests/local/test_fleet_moto.py::test_apply_status_policy_destroy",
+    "tests/local/test_fleet_terraform.py::test_saved_plan_guard_locked_state_drain_and_destroy_by_state",
     "tests/unit/test_layout.py::test_no_cycles",
     "tests/fuzz/test_fuzz_ingest.py::test_ingest_contract",
     "tests/local/testbed/test_x.py::test_y",  # a folder named testbed elsewhere is not the island
