@@ -34,13 +34,14 @@ CELL = ("day", "campaign", "vantage_id", "profile", "browser", "http", "url")
 def _paired() -> str:
     """The paired PLT difference to Do53 (as dnscamp/site/figures.py plt_vs_do53 pairs them):
     per cell (CELL) the median PLT of each DNS mode minus the median PLT of Do53 to the same
-    resolver (the alias after the mode's ':') in the same cell; then, per DNS mode, browser and
-    profile, the median of those paired differences with its distribution-free 95 % interval
+    resolver (the alias after the mode's ':') in the same cell, or, where the cell has no Do53 to
+    that resolver, of each Do53 it has (as 002 compares every configuration with the local Do53);
+    then, per DNS mode, its Do53 baseline, browser and profile, the median of those paired differences with its distribution-free 95 % interval
     (percentile_disc at dnscamp_median_ci_q_lo / _q_hi of the number of pairs) and the number of
     pairs. The system mode has no resolver alias and no pair: it stands apart (its PLT is in the
     table)."""
     cell = ", ".join(CELL)
-    on = " AND ".join(f"d.{c} = m.{c}" for c in CELL)
+    on, on_e = (" AND ".join(f"{t}.{c} = m.{c}" for c in CELL) for t in ("d", "e"))
     medians = hist_quantiles(f"""SELECT {cell}, dns_mode, dns_transport, bucket, sum(n) AS n
               FROM (SELECT day, campaign, vantage_id, coalesce(network_profile, 'none') AS profile, browser,
                            coalesce(http, '') AS http, url, dns_mode, dns_transport, bucket, n
@@ -56,12 +57,17 @@ WITH m AS ({medians}
   WHERE dns_transport NOT IN ('{BASE}', 'system')
   AND {FILTERS["dns_mode"]}
 ), p AS (
-  SELECT m.dns_mode || ' · ' || m.browser || ' · ' || m.profile AS comparison, m.p50 - d.p50 AS diff_ms,
-         m.hist_n, d.hist_n AS do53_n, count(*) OVER (PARTITION BY m.dns_mode, m.browser, m.profile) AS pairs
+  SELECT m.dns_mode || ' vs ' || d.dns_mode || ' · ' || m.browser || ' · ' || m.profile AS comparison, m.p50 - d.p50 AS diff_ms,
+         m.hist_n, d.hist_n AS do53_n,
+         count(*) OVER (PARTITION BY m.dns_mode, d.dns_mode, m.browser, m.profile) AS pairs
   FROM m
   JOIN sel ON sel.dns_mode = m.dns_mode
   JOIN m AS d ON {on}
-   AND d.dns_transport = '{BASE}' AND split_part(d.dns_mode, ':', 2) = split_part(m.dns_mode, ':', 2)
+   AND d.dns_transport = '{BASE}'
+   AND (split_part(d.dns_mode, ':', 2) = split_part(m.dns_mode, ':', 2) OR NOT EXISTS (
+         SELECT 1 FROM m AS e
+         WHERE {on_e}
+           AND e.dns_transport = '{BASE}' AND split_part(e.dns_mode, ':', 2) = split_part(m.dns_mode, ':', 2)))
 )
 SELECT comparison,
        percentile_disc(0.5) WITHIN GROUP (ORDER BY diff_ms) AS diff_ms,
@@ -174,10 +180,11 @@ Question: does an encrypted transport slow page loads down compared with Do53 to
 Paired as the report's figure pairs them (000 Fig. 8, 002 Figs. 2 and 4): in each cell (the same
 UTC day, vantage, profile, browser, HTTP version and page; the daily rollup keeps no runs) the
 median PLT with the DNS mode minus the median PLT with Do53 to the same resolver (the alias after
-the ':'); per DNS mode, browser and profile the median of those paired differences (positive:
+the ':'; where a cell has none, each Do53 it has); per DNS mode, Do53 baseline, browser and profile
+the median of those paired differences (positive:
 slower than Do53), with its distribution-free 95 % interval and the number of pairs and loads in
 the tooltip. The system mode has no pair (PLT table above).""", _paired(), {
-                "comparison": ("DNS mode · browser · profile", None), "diff_ms": ("median paired difference", "ms"),
+                "comparison": ("DNS mode vs Do53 · browser · profile", None), "diff_ms": ("median paired difference", "ms"),
                 "diff_lo_ms": ("95 % CI low", "ms"), "diff_hi_ms": ("95 % CI high", "ms"), "pairs": ("pairs", "none"),
                 "loads": ("loads", "none"), "do53_loads": ("Do53 loads", "none")},
                       unit="ms", interval=DAILY, tooltip_only=("diff_lo_ms", "diff_hi_ms", "pairs", "loads", "do53_loads"),
