@@ -36,6 +36,8 @@ LONG_RANGE = f"{_SPAN} > interval '{HOURLY_MAX}'"
 MODES = ("fresh", "reuse", "resume")  # v_dns_conn_daily's connection: reused (no handshake), resumed, fresh
 SERIES = "transport || ' · ' || coalesce(resolver, 'none') || ' · ' || coalesce(network_profile, 'none')"
 HEAT_BOUNDS = [2 ** k for k in range(14)]  # 1 ms .. 8192 ms, log2 buckets (le), then +Inf
+DETAIL_MEDIANS = {"handshake_p50_ms": ("median handshake", "ms"), "exchange_p50_ms": ("median exchange", "ms"),
+                  "rtt_multiple_p50": ("median RTT multiple", "x"), "ip_bytes_p50": ("median IP bytes", "decbytes")}
 MEASURES = {"total_ms": "p50_ms", "handshake_ms": "handshake_p50_ms", "exchange_ms": "exchange_p50_ms",
             "total_rtt_multiple": "rtt_multiple_p50", "total_ip_bytes": "ip_bytes_p50"}  # detail table: measure -> median column
 
@@ -170,10 +172,10 @@ ORDER BY 1, 2"""
     group = {"transport": "transport", "resolver": "coalesce(resolver, 'none')",
              "profile": "coalesce(network_profile, 'none')", "conn": "connection"}
     keys = ", ".join(group)
-    picks = [f"max(h.p50) FILTER (WHERE h.measure = '{m}') AS {col}" for m, col in MEASURES.items()]
-    picks[1:1] = ["max(h.p50_lo) FILTER (WHERE h.measure = 'total_ms') AS p50_lo_ms",
-                  "max(h.p50_hi) FILTER (WHERE h.measure = 'total_ms') AS p50_hi_ms",
-                  "max(h.p90) FILTER (WHERE h.measure = 'total_ms') AS p90_ms",
+    # each median with its interval: <col> and <col> with p50 -> p50_lo / p50_hi
+    picks = [f"max(h.{c}) FILTER (WHERE h.measure = '{m}') AS {col.replace('p50', c)}"
+             for m, col in MEASURES.items() for c in ("p50", "p50_lo", "p50_hi")]
+    picks[3:3] = ["max(h.p90) FILTER (WHERE h.measure = 'total_ms') AS p90_ms",
                   "max(h.p99) FILTER (WHERE h.measure = 'total_ms') AS p99_ms"]
     picks = ",\n       ".join(picks)
     conn_keys = ", ".join(f"{e} AS {a}" for a, e in group.items())
@@ -247,16 +249,17 @@ fresh vs reused connections? Median total_ip_bytes per transport, resolver and p
 rollup: whole days, within 1 %), with its 95 % interval and n in the tooltip.""", wire, wire_cols,
                       interval=DAILY, tooltip_only=wire_tips),
             table_panel("Per transport × resolver × profile × connection", """
-Question: the numbers behind the charts: count of ok queries (n), median total time with its
-distribution-free 95 % interval, p90 and p99, median handshake and exchange time, RTT multiple and
-IP bytes (from the daily rollup's histograms: whole days, within 1 % of the exact percentiles),
+Question: the numbers behind the charts: count of ok queries (n), median total time, p90 and p99,
+median handshake and exchange time, RTT multiple and IP bytes, each median with its
+distribution-free 95 % interval (from the daily rollup's histograms: whole days, within 1 % of the exact percentiles),
 and the mean packets per query per group.""", detail, {
                 "transport": ("transport", None), "resolver": ("resolver", None), "profile": ("profile", None),
                 "conn": ("connection", None), "n": ("queries", None), "p50_ms": ("median", "ms"),
                 "p50_lo_ms": ("median 95 % CI low", "ms"), "p50_hi_ms": ("median 95 % CI high", "ms"),
                 "p90_ms": ("p90", "ms"), "p99_ms": ("p99", "ms"),
-                "handshake_p50_ms": ("median handshake", "ms"), "exchange_p50_ms": ("median exchange", "ms"),
-                "rtt_multiple_p50": ("median RTT multiple", "x"), "ip_bytes_p50": ("median IP bytes", "decbytes"),
+                **{col.replace("p50", c): (f"{head}{tail}", unit)
+                   for col, (head, unit) in DETAIL_MEDIANS.items()
+                   for c, tail in (("p50", ""), ("p50_lo", " 95 % CI low"), ("p50_hi", " 95 % CI high"))},
                 "packets_mean": ("mean packets", None)}, interval=DAILY),
         ]),
         ("By region: $region", [
