@@ -256,6 +256,9 @@ HOURLY, DAILY = "1h", "1d"
 # interval bounds beside the bar or point they belong to)
 TOOLTIP_ONLY = {"viz": True, "legend": True, "tooltip": False}
 LOG_AXIS = {"type": "log", "log": 10}  # latency axes: the rollups' buckets are log-width
+# what an empty panel says: a value not in a variable's list, an unknown campaign and an empty
+# time window all match no row (never an SQL error)
+NO_DATA = "No records for this selection: check the time range and the variables (a value not in their lists matches nothing)"
 REPORT_URL = "/report/"  # where the deployment serves `dnscamp report --html`'s site (docs/dashboards.md)
 
 
@@ -264,7 +267,8 @@ def _common(b: Any, title: str, description: str, sql: str, fmt: Format, columns
             log_axis: tuple[str, ...] = ()) -> Any:
     """``interval``: the panel's minimum interval (HOURLY, DAILY); ``tooltip_only``: columns shown
     in the tooltip only; ``log_axis``: columns whose axis is logarithmic."""
-    b = b.title(title).description(" ".join(description.split())).datasource(DATASOURCE).with_target(Sql(sql, fmt)).span(w).height(h)
+    b = (b.title(title).description(" ".join(description.split())).datasource(DATASOURCE).with_target(Sql(sql, fmt)).span(w)
+         .height(h).no_value(NO_DATA))
     if interval:
         b = b.interval(interval)
     if unit:

@@ -77,6 +77,12 @@ def test_latency_cdfs_and_prebucketed_histograms_have_log_x_axes():
     assert seen == 4
 
 
+def test_an_empty_panel_says_why():
+    for name in MINE:
+        for p in _panels(name):
+            assert p["fieldConfig"]["defaults"]["noValue"] == panels.NO_DATA, p["title"]
+
+
 def test_every_dashboard_links_to_the_others_and_to_the_report():
     for name, d in BUILT.items():
         by_type = {link["type"]: link for link in d["links"]}
