@@ -8,7 +8,8 @@
   vantage_agent.stats.wilson of the counts shown beside them; the region and vantage small
   multiples split the queries and loads exactly by where v_contexts places each vantage, with
   each median between its bounds; the runs' annotations span each run's records; a region that
-  is not in the list gives empty panels, never an SQL error."""
+  is not in the list, or any text in any variable (hypothesis), gives empty panels, never an
+  SQL error."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+import dashboards
 from dashboards.expand import expand, resolve
 from dashboards.panels import hist_quantiles
 from tests.local.test_dashboards_sql import BUILT, reader_url, run_panels
@@ -208,3 +210,26 @@ def test_the_paired_difference_and_connection_modes_show_their_n(store):
         ok = c.execute("SELECT count(*) FROM v_dns_query WHERE status = 'ok' AND total_ms IS NOT NULL "
                        "AND started_at >= %s", (MONTH[0],)).fetchone()[0]
     assert sum(per_group.values()) == ok
+
+
+# any text a variable might be set to (a URL parameter, a typo, an attack), NUL left out: a
+# PostgreSQL query string cannot hold it, whatever quoting
+values = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(variable=st.sampled_from(["campaign", "region", "vantage", "profile", "transport", "dns_mode", "resolver", "browser"]),
+       value=values)
+def test_any_value_not_in_a_list_gives_empty_panels_never_an_error(store, variable, value):
+    with psycopg.connect(reader_url(store)) as c:
+        for name in ("dnscamp-dns.json", "dnscamp-failures.json", "dnscamp-pageloads.json"):
+            data = BUILT[name]
+            if variable not in {v["name"] for v in data["templating"]["list"]}:
+                continue
+            variables = resolve(c, data, {"campaign": ("gen",), variable: (value,)}, *MONTH)
+            known = value in variables[variable].options or (variable == "campaign" and value == "gen")
+            for p in dashboards.panel_list(data):
+                sql = p["targets"][0]["rawSql"]
+                rows = c.execute(expand(sql, variables, *MONTH)).fetchall()
+                if f"${{{variable}:sqlstring}}" in sql:  # a panel the variable filters
+                    assert known or not rows, (name, p["title"], value)
