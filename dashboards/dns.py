@@ -266,14 +266,16 @@ and the mean packets per query per group.""", detail, {
             bar_panel("Median resolution time per transport in $region", """
 Question: does a global campaign's answer hold in every region? Median total_ms per transport of
 the vantages in this region (one row per selected region), with its 95 % interval, p90, p99 and
-n in the tooltip (the daily rollup: whole days).""", _per_transport(REGION_W), PER_TRANSPORT_COLUMNS,
+n in the tooltip (the daily rollup: whole days). Pooled over the
+selected resolvers and profiles: narrow them with the variables to compare like with like.""", _per_transport(REGION_W), PER_TRANSPORT_COLUMNS,
                       unit="ms", interval=DAILY, tooltip_only=PER_TRANSPORT_TIPS, w=24, h=7),
         ], "region"),
         ("By vantage: $vantage", [
             bar_panel("Median resolution time per transport at $vantage", """
 Question: is one vantage point different (its access link, its resolvers)? Median total_ms per
 transport at this vantage (one row per selected vantage), with its 95 % interval, p90, p99 and n
-in the tooltip (the daily rollup: whole days).""", _per_transport(DW), PER_TRANSPORT_COLUMNS,
+in the tooltip (the daily rollup: whole days). Pooled over the
+selected resolvers and profiles: narrow them with the variables to compare like with like.""", _per_transport(DW), PER_TRANSPORT_COLUMNS,
                       unit="ms", interval=DAILY, tooltip_only=PER_TRANSPORT_TIPS, w=24, h=7),
         ], "vantage"),
     ]

@@ -200,14 +200,16 @@ within 1 %).""", h2h3, h2h3_columns, interval=DAILY,
             bar_panel("Median PLT per DNS mode in $region", """
 Question: does a global campaign's answer hold in every region? Median PLT per DNS mode of the
 vantages in this region (one row per selected region), with its 95 % interval, p90, p99 and n in
-the tooltip (the daily rollup: whole days).""", _per_mode(REGION_W), PER_MODE_COLUMNS, unit="ms",
+the tooltip (the daily rollup: whole days). Pooled over the
+selected browsers, profiles and HTTP versions: narrow them with the variables to compare like with like.""", _per_mode(REGION_W), PER_MODE_COLUMNS, unit="ms",
                       interval=DAILY, tooltip_only=PER_MODE_TIPS, w=24, h=7),
         ], "region"),
         ("By vantage: $vantage", [
             bar_panel("Median PLT per DNS mode at $vantage", """
 Question: is one vantage point different? Median PLT per DNS mode at this vantage (one row per
 selected vantage), with its 95 % interval, p90, p99 and n in the tooltip (the daily rollup: whole
-days).""", _per_mode(DW), PER_MODE_COLUMNS, unit="ms", interval=DAILY, tooltip_only=PER_MODE_TIPS, w=24, h=7),
+days). Pooled over the
+selected browsers, profiles and HTTP versions: narrow them with the variables to compare like with like.""", _per_mode(DW), PER_MODE_COLUMNS, unit="ms", interval=DAILY, tooltip_only=PER_MODE_TIPS, w=24, h=7),
         ], "vantage"),
     ]
     return new_dashboard(UID, "Page loads", __doc__.split("\n\n")[0], VARS, rows)
