@@ -20,6 +20,7 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import geomap as geomap_model
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
+    DashboardLinkType,
     DataSourceRef,
     DataTransformerConfig,
     DynamicConfigValue,
@@ -90,32 +91,25 @@ def _or_none(col: str, var: str) -> str:
 REGION = _or_none("region", "region")
 
 
-def _in_range(expr: str, where_sql: str = "true") -> str:
-    """The values of ``expr`` (over campaign, vantage_id, network_profile) that the daily rollups
-    of DNS queries and page loads hold on the UTC days the range touches and meet ``where_sql``:
-    a few thousand rows a day at any record count, where v_results is every record."""
-    return (f"SELECT {expr} FROM v_dns_conn_daily WHERE {DAYS} AND {where_sql}\n"
-            f"UNION SELECT {expr} FROM v_page_load_daily WHERE {DAYS} AND {where_sql}\nORDER BY 1")
-
-
-# (vantage_id, region) of the vantages with DNS queries or page loads on the UTC days the range
-# touches, from v_contexts (contexts and the ingest rollup, never the records: the dashboards'
-# role dnscamp_grafana cannot read record views)
-VANTAGE_REGIONS = f"""(SELECT vantage_id, region FROM v_contexts
-      WHERE kind IN ('dns_query', 'page_load') AND {CAMPAIGN}
-        AND last_started >= date_trunc('day', $__timeFrom()::timestamptz, 'UTC')
-        AND first_started <= $__timeTo()::timestamptz) r"""
+# Where the selected campaigns measured DNS queries or page loads in the range: v_contexts, one
+# row per campaign x kind x vantage x region x profile (from the contexts and the ingest rollup,
+# never the records), those whose first to last record meets the UTC days the range touches
+# (as the daily rollups count them: panels.DAYS).
+CONTEXTS = ("v_contexts WHERE kind IN ('dns_query', 'page_load')"
+            " AND last_started >= date_trunc('day', $__timeFrom()::timestamptz, 'UTC') AND first_started <= $__timeTo()")
+# the vantages of the selected regions, for the rollups (they have vantages, not regions)
+REGION_VANTAGES = f"vantage_id IN (SELECT vantage_id FROM {CONTEXTS} AND {CAMPAIGN} AND {REGION})"
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # name: (label, SQL, what it selects)
-    "campaign": ("Campaign", _in_range("campaign"),
+    "campaign": ("Campaign", f"SELECT DISTINCT campaign FROM {CONTEXTS} ORDER BY 1",
                  "Campaigns with DNS queries or page loads on the days of the time range."),
-    "region": ("Region", f"SELECT DISTINCT coalesce(region, 'none') FROM {VANTAGE_REGIONS} ORDER BY 1",
+    "region": ("Region", f"SELECT DISTINCT coalesce(region, 'none') FROM {CONTEXTS} AND {CAMPAIGN} ORDER BY 1",
                "Vantage regions ('none' when a record has none)."),
     # chained to the region: the rollups (v_dns_hourly*) have vantages, not regions, so panels
     # over them filter regions through the vantages of the selected regions
-    "vantage": ("Vantage", f"SELECT DISTINCT vantage_id FROM {VANTAGE_REGIONS} WHERE {REGION} ORDER BY 1",
+    "vantage": ("Vantage", f"SELECT DISTINCT vantage_id FROM {CONTEXTS} AND {CAMPAIGN} AND {REGION} ORDER BY 1",
                 "Vantage points of the selected campaigns and regions."),
-    "profile": ("Network profile", _in_range("coalesce(network_profile, 'none')", CAMPAIGN),
+    "profile": ("Network profile", f"SELECT DISTINCT coalesce(network_profile, 'none') FROM {CONTEXTS} AND {CAMPAIGN} ORDER BY 1",
                 "Emulated or real access-network profiles ('none' when a record has none)."),
     # from the daily rollups (one row per day and group, not per record): every UTC day the range touches
     "resolver": ("Resolver", _distinct("coalesce(resolver, 'none')", "v_dns_conn_daily", f"{DAYS} AND {CAMPAIGN}"),
@@ -135,7 +129,8 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
 FILTERS = {
     "campaign": CAMPAIGN,
     "vantage": "vantage_id = ANY(ARRAY[${vantage:sqlstring}]::text[])",
-    "region": REGION,
+    # the rollups have vantages, not regions: a region is the vantages v_contexts places in it
+    "region": REGION_VANTAGES,
     "profile": _or_none("network_profile", "profile"),
     "resolver": _or_none("resolver", "resolver"),
     "transport": "transport = ANY(ARRAY[${transport:sqlstring}]::text[])",
@@ -165,7 +160,7 @@ def where(*names: str, time: str | None = "started_at") -> str:
 BIN = 12  # buckets per bin of the histogram panels: 1.02^12 = 1.27 x wide
 
 
-def hist_quantiles(sums: str, keys: str, qs: dict[str, float]) -> str:
+def hist_quantiles(sums: str, keys: str, qs: dict[str, float], *, median: str | None = None, with_n: bool = False) -> str:
     """Percentiles per group (``keys``, columns of ``sums``: a query of (keys, bucket, n)
     histogram sums, one row per group and bucket) in one pass: the first bucket whose running
     count reaches ceil(q * total) (nearest rank, as percentile_disc and dnscamp_hist_quantile), at
@@ -173,30 +168,48 @@ def hist_quantiles(sums: str, keys: str, qs: dict[str, float]) -> str:
     no function call per group (one dnscamp_hist_quantile call per group was 2.3 times slower
     than the exact percentiles over the records). The sums are MATERIALIZED: planned on their
     own, they are a hash aggregate; inlined, the planner sorted every histogram row for the
-    window's order instead (on disk: 1.5 s instead of 0.2 s for the detail table at 1 M)."""
+    window's order instead (on disk: 1.5 s instead of 0.2 s for the detail table at 1 M).
+
+    With ``median`` (the name of a 0.5 in ``qs``) or ``with_n``, per group also ``hist_n`` (its
+    count); with ``median``, ``<median>_lo`` and ``<median>_hi``: the median's distribution-free 95 % interval,
+    the histogram's order statistics of ranks dnscamp_median_ci_rank(n) and n + 1 - that, read by
+    dnscamp_hist_rank (migration 0028; docs/sql.md "Intervals"), NULL below 6 values. One rank
+    computation per group (the function loops over the binomial pmf: per histogram row it
+    would run once per bucket)."""
     picks = ",\n         ".join(
         f"dnscamp_hist_value(min(bucket) FILTER (WHERE cum >= greatest(ceil({q} * total), 1))) AS {name}"
         for name, q in qs.items())
+    names = ", ".join(qs)
+    ci = lateral = ""
+    if median is not None:
+        lateral = "\n  CROSS JOIN LATERAL (SELECT dnscamp_median_ci_rank(g.hist_n) AS j) r"
+        if qs.get(median) != 0.5:
+            raise ValueError(f"hist_quantiles: {median!r} is not the median (0.5) of {qs}")
+        ci = (f",\n         dnscamp_hist_rank(g.bs, g.ns, r.j) AS {median}_lo,"
+              f"\n         dnscamp_hist_rank(g.bs, g.ns, g.hist_n + 1 - r.j) AS {median}_hi")
     return f"""
   WITH b AS MATERIALIZED (
               {sums}
   )
-  SELECT {keys},
-         {picks}
-  FROM (SELECT {keys}, bucket, sum(n) OVER (PARTITION BY {keys} ORDER BY bucket) AS cum,
-               sum(n) OVER (PARTITION BY {keys}) AS total
-        FROM b) c
-  GROUP BY {keys}"""
+  SELECT {keys}, {names}{", g.hist_n" if median or with_n else ""}{ci}
+  FROM (SELECT {keys},
+         {picks},
+         max(total)::bigint AS hist_n{", array_agg(bucket) AS bs, array_agg(n) AS ns" if median else ""}
+        FROM (SELECT {keys}, bucket, n, sum(n) OVER (PARTITION BY {keys} ORDER BY bucket) AS cum,
+                     sum(n) OVER (PARTITION BY {keys}) AS total
+              FROM b) c
+        GROUP BY {keys}) g{lateral}"""
 
 
 def hist_cdf(series: str, value: str, source: str, where_sql: str) -> str:
     """A CDF per ``series`` (an SQL expression over ``source``, a histogram view) at the upper
     edge of each non-empty bucket: the share of the series' values below that edge, which is
     exact there (every value of a bucket lies below its upper edge): one point per 2 % of
-    ``value``. Columns: series, ``value`` (the edge), cdf. Grafana has no CDF panel: an XY chart
-    draws it."""
+    ``value``. Columns: series (its name and n: "<series> (n=<values>)", the legend's), ``value``
+    (the edge), cdf. Grafana has no CDF panel: an XY chart draws it."""
     return f"""
-SELECT series, CASE WHEN bucket > 0 THEN 0.001 * power(1.02::float8, bucket) ELSE 0.001 END AS {value},
+SELECT series || ' (n=' || sum(n) OVER (PARTITION BY series) || ')' AS series,
+       CASE WHEN bucket > 0 THEN 0.001 * power(1.02::float8, bucket) ELSE 0.001 END AS {value},
        sum(n) OVER (PARTITION BY series ORDER BY bucket)::float8 / sum(n) OVER (PARTITION BY series) AS cdf
 FROM (SELECT {series} AS series, bucket, sum(n) AS n
       FROM {source}
@@ -227,63 +240,108 @@ ORDER BY bin"""
 Columns = dict[str, tuple[str, str | None]]  # column -> (header, unit or None)
 
 
-def _legend(b: Any) -> Any:
+def _legend(b: Any, calcs: list[str] | None = None) -> Any:
     return b.legend(cb.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
-                    .placement(common.LegendPlacement.BOTTOM).calcs([]))
+                    .placement(common.LegendPlacement.BOTTOM).calcs(calcs or []))
 
 
 def _tooltip(b: Any) -> Any:
     return b.tooltip(cb.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.NONE))
 
 
+# Minimum interval of a panel over a rollup ($__interval never finer than the rollup's rows:
+# a 1-minute bucket of an hourly rollup would plot the hour at an off-hour time)
+HOURLY, DAILY = "1h", "1d"
+# how a tooltip-only column is hidden: not drawn, not in the legend, in the tooltip (n and
+# interval bounds beside the bar or point they belong to)
+TOOLTIP_ONLY = {"viz": True, "legend": True, "tooltip": False}
+LOG_AXIS = {"type": "log", "log": 10}  # latency axes: the rollups' buckets are log-width
+# what an empty panel says: a value not in a variable's list, an unknown campaign and an empty
+# time window all match no row (never an SQL error)
+NO_DATA = "No records for this selection: check the time range and the variables (a value not in their lists matches nothing)"
+REPORT_URL = "/report/"  # where the deployment serves `dnscamp report --html`'s site (docs/dashboards.md)
+
+
 def _common(b: Any, title: str, description: str, sql: str, fmt: Format, columns: Columns | None,
-            w: int, h: int, unit: str | None) -> Any:
-    b = b.title(title).description(" ".join(description.split())).datasource(DATASOURCE).with_target(Sql(sql, fmt)).span(w).height(h)
+            w: int, h: int, unit: str | None, *, interval: str | None = None, tooltip_only: tuple[str, ...] = (),
+            log_axis: tuple[str, ...] = ()) -> Any:
+    """``interval``: the panel's minimum interval (HOURLY, DAILY); ``tooltip_only``: columns shown
+    in the tooltip only; ``log_axis``: columns whose axis is logarithmic."""
+    b = (b.title(title).description(" ".join(description.split())).datasource(DATASOURCE).with_target(Sql(sql, fmt)).span(w)
+         .height(h).no_value(NO_DATA))
+    if interval:
+        b = b.interval(interval)
     if unit:
         b = b.unit(unit)
     for col, (header, col_unit) in (columns or {}).items():
         props = [DynamicConfigValue(id_val="displayName", value=header)]
         if col_unit:
             props.append(DynamicConfigValue(id_val="unit", value=col_unit))
+        if col in tooltip_only:
+            props.append(DynamicConfigValue(id_val="custom.hideFrom", value=TOOLTIP_ONLY))
+        if col in log_axis:
+            props.append(DynamicConfigValue(id_val="custom.scaleDistribution", value=LOG_AXIS))
         b = b.override_by_name(col, props)
     return b
 
 
-def time_series(title: str, description: str, sql: str, *, unit: str = "ms", w: int = 12, h: int = 9) -> Any:
-    """SQL returning time, metric (series name) and one value column."""
+# a time series' interval bounds: series whose name ends in " lo" / " hi", dashed and thin
+BOUND_SERIES = r"/ (lo|hi)( \(n=\d+\))?$/"
+
+
+def time_series(title: str, description: str, sql: str, *, unit: str = "ms", w: int = 12, h: int = 9,
+                interval: str | None = None) -> Any:
+    """SQL returning time, metric (series name) and one value column. A series named
+    "<name> lo" or "<name> hi" (an interval's bounds) is drawn dashed, without points."""
     b = timeseries.Panel().draw_style(common.GraphDrawStyle.LINE).show_points(common.VisibilityMode.ALWAYS).span_nulls(True)
-    return _tooltip(_legend(_common(b, title, description, sql, "time_series", None, w, h, unit)))
+    b = b.override_by_regexp(BOUND_SERIES, [
+        DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [6, 4]}),
+        DynamicConfigValue(id_val="custom.lineWidth", value=1),
+        DynamicConfigValue(id_val="custom.showPoints", value="never")])
+    return _tooltip(_legend(_common(b, title, description, sql, "time_series", None, w, h, unit, interval=interval)))
 
 
-def table_panel(title: str, description: str, sql: str, columns: Columns, *, w: int = 24, h: int = 9) -> Any:
-    return _common(table.Panel().show_header(True), title, description, sql, "table", columns, w, h, None)
+def table_panel(title: str, description: str, sql: str, columns: Columns, *, w: int = 24, h: int = 9,
+                interval: str | None = None) -> Any:
+    return _common(table.Panel().show_header(True), title, description, sql, "table", columns, w, h, None, interval=interval)
 
 
 def histogram_panel(title: str, description: str, sql: str, columns: Columns, *, unit: str = "ms",
-                    w: int = 12, h: int = 9) -> Any:
+                    w: int = 12, h: int = 9, interval: str | None = None) -> Any:
+    """Pre-bucketed bins (``xMin``, ``xMax``, one count column per series: hist_bins) on a log x
+    axis (the bins are log-width), or raw values Grafana bins; the legend sums each series'
+    counts: its n."""
     b = histogram.Panel().combine(False).fill_opacity(60)
-    return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+    log_axis: tuple[str, ...] = ()
+    if '"xMin"' in sql:  # pre-bucketed (hist_bins); raw values are binned by Grafana, linearly
+        columns, log_axis = {"xMin": ("from", unit), "xMax": ("to", unit)} | columns, ("xMin", "xMax")
+    b = _common(b, title, description, sql, "table", columns, w, h, unit, interval=interval, log_axis=log_axis)
+    return _tooltip(_legend(b, calcs=["sum"]))
 
 
 def heatmap_panel(title: str, description: str, sql: str, *, unit: str = "ms",
-                  w: int = 12, h: int = 9) -> Any:
+                  w: int = 12, h: int = 9, interval: str | None = None, repeat: str | None = None) -> Any:
     """Pre-bucketed counts: a time column and one count column per bucket, named by the bucket's
     upper bound (Grafana's "le" rows layout, as for Prometheus histograms): nothing to compute. No
     display names: Grafana reads the bounds from the field names."""
     b = (heatmap.Panel().calculate(False).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE)
                                                        .value("queries"))
          .y_axis(heatmap.YAxisConfig().unit(unit)).show_legend().mode(common.TooltipDisplayMode.SINGLE))
+    if repeat:  # one heatmap per value of the variable (a transport): distributions are not pooled
+        b = b.repeat(repeat).repeat_direction("h").max_per_row(3)
     # time_series: Grafana turns the epoch `time` into a time field (a table keeps it a number)
-    return _common(b, title, description, sql, "time_series", None, w, h, None)
+    return _common(b, title, description, sql, "time_series", None, w, h, None, interval=interval)
 
 
 def xy_panel(title: str, description: str, sql: str, columns: Columns, *, series_by: str,
-             unit: str = "ms", w: int = 12, h: int = 9) -> Any:
+             unit: str = "ms", w: int = 12, h: int = 9, interval: str | None = None, log_x: bool = False) -> Any:
     """y against x, one curve per value of ``series_by``: Grafana partitions the rows into one
     frame per value, and the chart's auto mapping takes each frame's first number field (x) against
-    the next (y), so the SQL returns ``series_by, x, y`` in that order."""
+    the next (y), so the SQL returns ``series_by, x, y`` in that order. ``log_x``: a log x axis
+    (the first column of ``columns``: x)."""
     b = xychart.Panel().mapping(SeriesMapping.AUTO).show(XYShowMode.LINES).series([])
-    b = _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+    b = _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit, interval=interval,
+                                 log_axis=(next(iter(columns)),) if log_x else ())))
     return b.with_transformation(DataTransformerConfig(id_val="partitionByValues",
                                                        options={"fields": [series_by], "keepFields": False}))
 
@@ -295,11 +353,13 @@ def stat_panel(title: str, description: str, sql: str, columns: Columns, *, unit
 
 
 def bar_panel(title: str, description: str, sql: str, columns: Columns, *, stacked: bool = False, unit: str | None = None,
-              w: int = 12, h: int = 9) -> Any:
-    """Bars per row of the first (string) column; value columns side by side or stacked."""
+              w: int = 12, h: int = 9, interval: str | None = None, tooltip_only: tuple[str, ...] = ()) -> Any:
+    """Bars per row of the first (string) column; value columns side by side or stacked; the
+    ``tooltip_only`` columns (n, interval bounds) in the tooltip beside them."""
     b = barchart.Panel().stacking(common.StackingMode.NORMAL if stacked else common.StackingMode.NONE).show_value(
         common.VisibilityMode.AUTO).x_tick_label_rotation(-30)
-    return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit)))
+    return _tooltip(_legend(_common(b, title, description, sql, "table", columns, w, h, unit, interval=interval,
+                                    tooltip_only=tooltip_only)))
 
 
 def geomap_panel(title: str, description: str, sql: str, columns: Columns, *, value: str, unit: str = "ms",
@@ -321,16 +381,62 @@ def geomap_panel(title: str, description: str, sql: str, columns: Columns, *, va
     return _common(b, title, description, sql, "table", columns, w, h, unit)
 
 
-def new_dashboard(uid: str, title: str, description: str, variable_names: tuple[str, ...], rows: list[tuple[str, list[Any]]],
+class Annotation(cogbuilder.Builder[Any]):
+    """A SQL annotation query (Grafana's SQL datasources read ``time``, ``timeend``, ``text`` and
+    ``tags`` from it); the SDK types an annotation's target as the built-in datasource's."""
+
+    def __init__(self, name: str, raw_sql: str, color: str) -> None:
+        self._a = dashboard.AnnotationQuery().name(name).datasource(DATASOURCE).enable(True).hide(False).icon_color(color).build()
+        self._a.target = SqlQuery("Anno", raw_sql.strip(), "table")
+
+    def build(self) -> Any:
+        return self._a
+
+
+# Runs as annotations (a region from each run's first to its last record of the range): read
+# from the ingest rollup, one row per context x batch x day, not from the records.
+RUNS = f"""
+SELECT min(first_started) AS time, max(last_started) AS timeend,
+       'run ' || run || ' (' || campaign || '): ' || sum(records) || ' records, ' || sum(failed) || ' failed' AS text,
+       campaign AS tags
+FROM v_ingest_daily
+WHERE {CAMPAIGN}
+  AND kind IN ('dns_query', 'page_load')
+  AND last_started >= $__timeFrom()::timestamptz AND first_started <= $__timeTo()::timestamptz
+GROUP BY campaign, run
+ORDER BY 1"""
+
+
+def links() -> list[Any]:
+    """Every dashboard links to the others (time range and variables kept) and to the report."""
+    return [dashboard.DashboardLink("dnscamp dashboards").type(DashboardLinkType.DASHBOARDS).tags(["dnscamp"])
+            .as_dropdown(False).include_vars(True).keep_time(True).target_blank(False).icon("external link")
+            .tooltip("the other dnscamp dashboards, same time range and variables").url(""),
+            dashboard.DashboardLink("Report").type(DashboardLinkType.LINK).url(REPORT_URL).tags([])
+            .as_dropdown(False).include_vars(False).keep_time(False).target_blank(True).icon("doc")
+            .tooltip("the campaign report (dnscamp report --html): figures with their n and intervals")]
+
+
+Row = tuple[str, list[Any]] | tuple[str, list[Any], str]  # (title, panels[, variable the row repeats by])
+
+
+def new_dashboard(uid: str, title: str, description: str, variable_names: tuple[str, ...], rows: list[Row],
                   *, time_from: str = "now-7d") -> dashboard.Dashboard:
-    """A read-only dashboard (UTC, `time_from` to now) of titled rows of panels."""
+    """A read-only dashboard (UTC, `time_from` to now) of titled rows of panels, linked to the
+    other dashboards and the report, with the runs as annotations where it has campaigns. A row
+    with a variable is repeated per selected value (small multiples)."""
     d = (dashboard.Dashboard(title).uid(uid).description(" ".join(description.split())).tags(["dnscamp"]).timezone("utc")
-         .time(time_from, "now").refresh("").readonly().tooltip(DashboardCursorSync.CROSSHAIR))
+         .time(time_from, "now").refresh("").readonly().tooltip(DashboardCursorSync.CROSSHAIR).links(links()))
+    if "campaign" in variable_names:
+        d = d.annotation(Annotation("Runs", RUNS, "rgba(120, 120, 120, 0.5)"))
     for v in variables(*variable_names):
         d = d.with_variable(v)
     ids = iter(range(1, 1000))  # stable panel ids: links and public dashboards refer to panels by id
-    for row_title, row_panels in rows:
-        d = d.with_row(dashboard.Row(row_title).id(next(ids)).collapsed(False))
+    for row_title, row_panels, *repeat in rows:
+        r = dashboard.Row(row_title).id(next(ids)).collapsed(False)
+        if repeat:
+            r = r.repeat(repeat[0])
+        d = d.with_row(r)
         for p in row_panels:
             d = d.with_panel(p.id(next(ids)))
     return d

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import importlib.util
 import math
+import re
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -78,27 +79,53 @@ def _ok(dns, lo=MONTH[0]):
     return [r for r in dns if r[4] == "ok" and r[5] is not None and r[0] >= lo]
 
 
+def _named(metric: str) -> tuple[str, int]:
+    """A series name "<name> (n=<count>)" split in two."""
+    m = re.fullmatch(r"(.*) \(n=(\d+)\)", metric)
+    assert m, metric
+    return m.group(1), int(m.group(2))
+
+
 @pytest.mark.parametrize("unit", ["day", "hour"])
 def test_percentiles_over_time_are_within_one_percent_of_the_records(store, unit):
     """A long range reads UTC days (the daily rollup), a short one hours (the hourly rollup):
-    one point per (day or hour, series), each within 1 % of percentile_disc of its records."""
+    one point per (day or hour, series), each within 1 % of percentile_disc of its records, the
+    median between its interval's bounds, each series named with its count over the range."""
     url, dns, _ = store
     time_range = MONTH if unit == "day" else _one_day(dns)
     # $__interval 1 min (expand's default): each rollup hour is its own time bucket
-    cols, rows = run_panels(url, {"campaign": ("gen",)}, time_range)[("dnscamp-dns.json", "Median and p90 resolution time")]
-    groups = defaultdict(list)
+    cols, rows = run_panels(url, {"campaign": ("gen",)}, time_range)[("dnscamp-dns.json", "Median, p90 and p99 resolution time")]
+    groups, counts = defaultdict(list), Counter()
     for started, series, *_rest in _ok(dns, time_range[0]):
         groups[(_trunc(started, unit), series)].append(_rest[3])
+        counts[series] += 1
     assert len(groups) > 20
-    got = {(int(t), m): v for t, m, v in rows}
-    want = {(t, f"{s} {stat}"): _rank(v, q) for (t, s), v in groups.items() for stat, q in (("p50", 0.5), ("p90", 0.9))}
-    assert _within_1pct(got, want) > 0  # read from a histogram, not the records
+    got, n_of = {}, {}
+    for t, metric, v in rows:
+        name, n = _named(metric)
+        got[(int(t), name)] = v
+        series = name.rsplit(" p", 1)[0]
+        assert n_of.setdefault(series, n) == n  # one n per series
+    assert n_of == dict(counts)
+    want = {(t, f"{s} {stat}"): _rank(v, q) for (t, s), v in groups.items()
+            for stat, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+    assert _within_1pct({k: v for k, v in got.items() if k in want}, want) > 0  # read from a histogram, not the records
+    bounded = 0
+    for (t, s), v in groups.items():
+        lo, hi = got.get((t, f"{s} p50 lo")), got.get((t, f"{s} p50 hi"))
+        assert (lo is None) == (hi is None) == (len(v) < 6)  # no interval below 6 queries
+        if lo is not None:
+            assert lo <= got[(t, f"{s} p50")] <= hi
+            bounded += 1
+    assert bounded == sum(len(v) >= 6 for v in groups.values())  # (this small campaign: few per hour or day)
     times = {t for t, _ in got}
     assert all(t % 3_600 == 0 for t in times)
     assert all(t % 86_400 == 0 for t in times) == (unit == "day")
 
 
 def test_connection_mode_panels_are_within_one_percent_and_count_every_ok_query(store):
+    """Per transport, resolver and profile (not pooled), each connection mode's median within
+    1 %, its n exact and the median inside its interval."""
     url, dns, _ = store
     r = run_panels(url, {"campaign": ("gen",)}, MONTH)
     ok = _ok(dns)
@@ -106,13 +133,18 @@ def test_connection_mode_panels_are_within_one_percent_and_count_every_ok_query(
                                ("Resolution time in multiples of the access RTT", 6, "rtt"),
                                ("Bytes on the wire per resolution", 7, "bytes")):
         cols, rows = r[("dnscamp-dns.json", title)]
+        assert cols[0] == "group"
         values = defaultdict(list)
         for row in ok:
             if row[col] is not None:
-                values[(row[2], row[3])].append(float(row[col]))
-        got = {(row[0], c.removesuffix(f"_{suffix}")): row[i] for row in rows for i, c in enumerate(cols)
-               if i and row[i] is not None}
+                values[(f"{row[2]} · {row[8]} · {row[9]}", row[3])].append(float(row[col]))
+        by = {(row[0], m): {k.removeprefix(f"{m}_"): v for k, v in zip(cols, row) if k.startswith(f"{m}_")}
+              for row in rows for m in ("fresh", "reuse", "resume")}
+        got = {k: v[suffix] for k, v in by.items() if v[suffix] is not None}
         _within_1pct(got, {k: _rank(v, 0.5) for k, v in values.items()})
+        assert {k: v["n"] for k, v in by.items() if v["n"] is not None} == {k: len(v) for k, v in values.items()}
+        inside = [v["lo"] <= v[suffix] <= v["hi"] for k, v in by.items() if v["lo"] is not None]
+        assert inside and all(inside)
     cols, rows = r[("dnscamp-dns.json", "Per transport × resolver × profile × connection")]
     by = defaultdict(list)
     for row in [d for d in dns if d[4] == "ok"]:
@@ -120,6 +152,7 @@ def test_connection_mode_panels_are_within_one_percent_and_count_every_ok_query(
     table = {tuple(row[:4]): dict(zip(cols, row)) for row in rows}
     assert {k: t["n"] for k, t in table.items()} == {k: len(v) for k, v in by.items()}
     _within_1pct({k: t["p90_ms"] for k, t in table.items()}, {k: _rank([x[5] for x in v], 0.9) for k, v in by.items()})
+    _within_1pct({k: t["p99_ms"] for k, t in table.items()}, {k: _rank([x[5] for x in v], 0.99) for k, v in by.items()})
     _within_1pct({k: t["rtt_multiple_p50"] for k, t in table.items()}, {k: _rank([x[6] for x in v], 0.5) for k, v in by.items()})
     assert {k: t["packets_mean"] for k, t in table.items()} == pytest.approx(
         {k: sum(x[10] for x in v) / len(v) for k, v in by.items()})
@@ -131,11 +164,13 @@ def test_failure_status_stacks_count_the_records(store):
     failed = Counter((d[2], d[4]) for d in dns if d[4] != "ok" and d[0] >= MONTH[0])
     assert len({s for _, s in failed}) >= 5  # the generator's taxonomy mix
     cols, rows = r[("dnscamp-failures.json", "Failures by status per transport")]
-    got = {(row[0], c): row[i] for row in rows for i, c in enumerate(cols) if i and row[i]}
+    got = {(row[0], c): row[i] for row in rows for i, c in enumerate(cols) if i and row[i] and c != "n"}
     assert got == dict(failed)
     assert {row[0] for row in rows} == {d[2] for d in dns}  # a bar per transport, failed or not
+    # each bar's n: every record of the transport in the range (the tooltip's)
+    assert {row[0]: row[cols.index("n")] for row in rows} == Counter(d[2] for d in dns if d[0] >= MONTH[0])
     cols, rows = r[("dnscamp-failures.json", "Page-load failures by status per browser")]
-    got = {(row[0], c): row[i] for row in rows for i, c in enumerate(cols) if i and row[i]}
+    got = {(row[0], c): row[i] for row in rows for i, c in enumerate(cols) if i and row[i] and c != "n"}
     assert got == dict(Counter((lo[2], lo[6]) for lo in loads if lo[6] != "ok" and lo[0] >= MONTH[0])) != {}
     cols, rows = r[("dnscamp-failures.json", "Page-load failure rate per browser and DNS mode")]
     n = Counter((lo[2], lo[1], lo[3]) for lo in loads if lo[0] >= MONTH[0])
@@ -177,10 +212,10 @@ def test_distribution_and_heatmap_count_every_ok_query_once(store):
         i = bisect.bisect_right(edges, row[5]) - 1
         assert 0 <= i < len(rows) and rows[i][cols.index(row[2])] > 0
     # the heatmap: per UTC day over a month, per hour over a day
-    cols, rows = r[("dnscamp-dns.json", "Resolution time over time (log2 buckets)")]
+    cols, rows = r[("dnscamp-dns.json", "Resolution time over time (log2 buckets), $transport")]
     assert {int(row[0]): sum(row[1:]) for row in rows} == per_day
     day = _one_day(dns)
-    cols, rows = run_panels(url, {"campaign": ("gen",)}, day)[("dnscamp-dns.json", "Resolution time over time (log2 buckets)")]
+    cols, rows = run_panels(url, {"campaign": ("gen",)}, day)[("dnscamp-dns.json", "Resolution time over time (log2 buckets), $transport")]
     assert {int(row[0]): sum(row[1:]) for row in rows} == Counter(_trunc(row[0], "hour") for row in _ok(dns, day[0])) != {}
 
 
@@ -193,7 +228,9 @@ def test_cdf_points_are_the_exact_share_below_each_bucket_edge(store):
     for v in values.values():
         v.sort()
     cols, rows = r[("dnscamp-dns.json", "CDF of resolution time per transport and connection")]
-    assert cols == ["series", "total_ms", "cdf"] and {row[0] for row in rows} == values.keys()
+    assert cols == ["series", "total_ms", "cdf"]
+    assert {_named(row[0]) for row in rows} == {(k, len(v)) for k, v in values.items()}  # each curve named with its n
+    rows = [(_named(s)[0], ms, cdf) for s, ms, cdf in rows]
     for series, ms, cdf in rows:
         v = values[series]
         assert cdf == pytest.approx(bisect.bisect_left(v, ms) / len(v), abs=1e-9), (series, ms)  # share below the edge

@@ -168,11 +168,11 @@ def test_a_time_range_without_records_gives_empty_panels(demo_db):
     variables read from them) every UTC day the range touches."""
     later = (DEMO_RANGE[1], DEMO_RANGE[1] + timedelta(hours=1))  # the hour after the demo's
     r = run_panels(demo_db, {}, later)
-    assert not r[("dnscamp-dns.json", "Median and p90 resolution time")][1]
+    assert not r[("dnscamp-dns.json", "Median, p90 and p99 resolution time")][1]
     assert r[("dnscamp-pageloads.json", "PLT distribution per DNS transport")][1]  # the demo's day
     assert r[("dnscamp-dns.json", "Per transport × resolver × profile × connection")][1]
     r = run_panels(demo_db, {}, (later[0] + timedelta(days=1), later[1] + timedelta(days=1)))
-    assert not r[("dnscamp-dns.json", "Median and p90 resolution time")][1]
+    assert not r[("dnscamp-dns.json", "Median, p90 and p99 resolution time")][1]
     assert not r[("dnscamp-pageloads.json", "PLT distribution per DNS transport")][1]
     assert not r[("dnscamp-dns.json", "Per transport × resolver × profile × connection")][1]
 

@@ -15,7 +15,7 @@ import pytest
 
 from db import engine, migrate
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, CAMPAIGN, load_demo
-from tests.store_util import grafana_url, role_url
+from tests.store_util import role_url
 
 pytestmark = pytest.mark.local
 
@@ -95,7 +95,7 @@ def test_it_reads_exactly_the_aggregate_columns_and_no_address(demo_db):
     with psycopg.connect(demo_db) as c:
         columns = _columns(c)
     assert AGGREGATE_VIEWS | set(PARTLY) | RECORD_VIEWS <= set(columns)
-    g = grafana_url(demo_db)
+    g = role_url(demo_db, engine.GRAFANA)
     readable = _readable_columns(g, columns)
     want = {(v, col) for v in AGGREGATE_VIEWS for col in columns[v]}
     want |= {(v, col) for v, hidden in PARTLY.items() for col in columns[v] if col not in hidden}
@@ -117,7 +117,7 @@ def test_it_reads_exactly_the_aggregate_columns_and_no_address(demo_db):
 
 @pytest.mark.parametrize("view", sorted(RECORD_VIEWS))
 def test_it_cannot_read_a_record_view(empty_db, view):
-    with psycopg.connect(grafana_url(empty_db)) as c:
+    with psycopg.connect(role_url(empty_db, engine.GRAFANA)) as c:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute(f"SELECT 1 FROM {view} LIMIT 1")
 
@@ -130,7 +130,7 @@ def test_it_cannot_read_any_table_or_compatibility_view(empty_db):
             "OR c.relkind IN ('v', 'm') AND c.relname NOT LIKE 'v\\_%')")]  # 0012's results view too
     assert {"results", "quarantine", "dns_queries", "contexts", "atlas_discovery", "alembic_version"} <= set(tables)
     refused = []
-    with psycopg.connect(grafana_url(empty_db), autocommit=True) as c:
+    with psycopg.connect(role_url(empty_db, engine.GRAFANA), autocommit=True) as c:
         for t in tables:
             try:
                 c.execute(f"SELECT 1 FROM {t} LIMIT 1")
@@ -145,7 +145,7 @@ def test_quarantine_reaches_it_as_counts_only(empty_db):
                                     "/var/spool/x.jsonl")):
             c.execute("INSERT INTO quarantine (source_file, line, reason, raw) VALUES (%s, %s, 'invalid JSON: x', 'zz')",
                       (src, line))
-    with psycopg.connect(grafana_url(empty_db)) as c:
+    with psycopg.connect(role_url(empty_db, engine.GRAFANA)) as c:
         rows = c.execute("SELECT campaign, vantage_id, run, reason_class, lines FROM v_quarantine_counts ORDER BY 1").fetchall()
         assert rows == [("www20", "aws-fiber", "r-1", "invalid JSON", 1), (None, None, None, "invalid JSON", 2)]
         names = [d.name for d in c.execute("SELECT * FROM v_quarantine_counts LIMIT 0").description]
@@ -174,7 +174,7 @@ def test_the_limits_come_with_the_migration_and_go_with_its_downgrade(fresh_db):
 
 
 def test_a_query_that_would_run_for_minutes_is_cancelled_at_the_timeout(empty_db):
-    with psycopg.connect(grafana_url(empty_db)) as c:
+    with psycopg.connect(role_url(empty_db, engine.GRAFANA)) as c:
         timeout = c.execute("SELECT setting::int / 1000.0 FROM pg_settings WHERE name = 'statement_timeout'").fetchone()[0]
         assert 0 < timeout <= 60
         t0 = time.monotonic()
@@ -184,7 +184,7 @@ def test_a_query_that_would_run_for_minutes_is_cancelled_at_the_timeout(empty_db
 
 
 def test_its_connections_are_limited(empty_db):
-    url = grafana_url(empty_db)
+    url = role_url(empty_db, engine.GRAFANA)
     with psycopg.connect(empty_db) as c:
         limit = c.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = %s", (engine.GRAFANA,)).fetchone()[0]
     assert 0 < limit <= 20

@@ -1,7 +1,7 @@
 """Rollups of migration 0019 (the panels left over their targets at 10 M records):
 dns_name_daily (records per day x vantage and resolver x transport x qname x status, *Top
 failing names*) and page_load_url_daily (successful loads' plt_ms histograms per day x vantage
-and page, *Median PLT difference to Do53 per page*), as ingest maintains them, equal what the base views give
+and page, *Paired PLT difference to Do53 per DNS mode*), as ingest maintains them, equal what the base views give
 (counts exactly, percentiles within the histograms' 1 %): after ingest in many batches, re-ingest,
 partly new batches, a batch stored row by row, rows inserted into / deleted from the ``results``
 view, `dnscamp archive restore`, the upgrade's backfill, and random batches (hypothesis); the two
@@ -28,6 +28,7 @@ from tests.local.test_ingest import V1, _forge_timestamp
 from tests.local.test_rollups_daily import (  # noqa: F401 (campaign: a fixture)
     campaign, copy_through_results_view, gen, ingest_generated_in_batches, ingest_mixed_batches, scratch_db)
 from tests.store_util import ingest_with_old_code
+from vantage_agent import stats
 
 pytestmark = pytest.mark.local
 PL_KEY = "day, campaign, vantage_id, network_profile, browser, dns_mode, dns_transport, http, url"
@@ -45,7 +46,8 @@ CHECKS = {
                       f"browser, dns_mode, dns_transport, http, url, least(dnscamp_hist_bucket(plt_ms), 32767), count(*) "
                       f"FROM v_page_load WHERE status = 'ok' AND plt_ms IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"),
 }  # fmt: skip
-MY_PANELS = {("dnscamp-failures.json", "Top failing names"), ("dnscamp-pageloads.json", "Median PLT difference to Do53 per page")}
+PAIRED = ("dnscamp-pageloads.json", "Paired PLT difference to Do53 per DNS mode")
+MY_PANELS = {("dnscamp-failures.json", "Top failing names"), PAIRED}
 # the panel as it was over the records (0017), for ranges of whole UTC days
 TOP_NAMES_EXACT = """
 SELECT qname, transport, coalesce(resolver, 'none') AS resolver,
@@ -183,41 +185,59 @@ def _day_range(c) -> tuple[datetime, datetime]:
 
 
 def test_the_panels_give_what_the_records_say(empty_db, campaign):  # noqa: F811
-    """Top failing names: the same rows as 0017's query over the records for whole UTC days;
-    the per-page differences to Do53: each median within 1 % of percentile_disc of the loads."""
+    """Top failing names: the same rows as 0017's query over the records for whole UTC days
+    (with each rate's Wilson interval beside it); the paired differences to Do53: the pairs the
+    records give (same day, vantage, profile, browser, HTTP version and page; Do53 to the same
+    resolver, else each Do53 of the cell), each
+    median of the differences within the histograms' 1 % of the exact one."""
     gen.load(campaign, empty_db, workers=1)
     with psycopg.connect(empty_db) as c:
         lo, hi = _day_range(c)
         last = c.execute("SELECT date_trunc('day', max(started_at), 'UTC') FROM v_dns_query WHERE status <> 'ok'").fetchone()[0]
         exact = {d: c.execute(TOP_NAMES_EXACT, d).fetchall() for d in ((lo, hi), (last, last + timedelta(days=1)))}
-        loads = c.execute("SELECT url, browser, network_profile, http, dns_transport, plt_ms FROM v_page_load "
+        loads = c.execute("SELECT date_trunc('day', started_at, 'UTC'), vantage_id, coalesce(network_profile, 'none'), browser, "
+                          "coalesce(http, ''), url, dns_mode, dns_transport, plt_ms FROM v_page_load "
                           "WHERE status = 'ok' AND plt_ms IS NOT NULL").fetchall()
     # a range ending at midnight touches the next day: end it a second before
     r = panels(empty_db, (lo, hi - timedelta(seconds=1)))
     cols, rows = r[("dnscamp-failures.json", "Top failing names")]
-    assert rows == exact[(lo, hi)] and len(rows) == 25 and cols[-1] == "commonest_status"
+    wilson_cols = [cols.index("failure_rate_lo"), cols.index("failure_rate_hi")]
+    plain = [tuple(v for i, v in enumerate(row) if i not in wilson_cols) for row in rows]
+    assert plain == exact[(lo, hi)] and len(rows) == 25 and cols[-1] == "commonest_status"
+    for row in rows:
+        want = stats.wilson(row[cols.index("failed")], row[cols.index("n")])
+        assert (row[wilson_cols[0]], row[wilson_cols[1]]) == pytest.approx(want, abs=1e-12)
     # a few hours: their whole UTC day
     day = panels(empty_db, (last + timedelta(hours=20), last + timedelta(hours=23)))[("dnscamp-failures.json", "Top failing names")]
-    assert day[1] == exact[(last, last + timedelta(days=1))] and day[1]
+    assert [tuple(v for i, v in enumerate(row) if i not in wilson_cols) for row in day[1]] == exact[(last, last + timedelta(days=1))]
+    assert day[1]
 
     groups = defaultdict(list)
     for *key, plt in loads:
         groups[tuple(key)].append(plt)
     p50 = {k: sorted(v)[max(math.ceil(0.5 * len(v)), 1) - 1] for k, v in groups.items()}
-    cols, rows = r[("dnscamp-pageloads.json", "Median PLT difference to Do53 per page")]
-    assert len(rows) > 20
-    checked = 0
-    for row in rows:
-        url, browser, profile, http = row[0].split(" · ")
-        do53 = p50[(url, browser, None if profile == "none" else profile, http, "do53")]
-        for col, got in zip(cols[1:], row[1:]):
-            key = (url, browser, None if profile == "none" else profile, http, col.removesuffix("_diff_ms"))
-            if key in p50:
-                assert abs(got - (p50[key] - do53)) <= 0.01 * (p50[key] + do53), (key, got, p50[key] - do53)
-                checked += 1
-            else:
-                assert got is None
-    assert checked > 50
+    diffs, bound = defaultdict(list), defaultdict(float)
+    for (day_, vantage, profile, browser, http, url, mode, transport), m in p50.items():
+        if transport in ("do53", "system"):
+            continue
+        cell = (day_, vantage, profile, browser, http, url)
+        bases = {b: d for (*c, b, t), d in p50.items() if t == "do53" and tuple(c) == cell}
+        same = {b: d for b, d in bases.items() if b.split(":")[1] == mode.split(":")[1]}
+        for base, d in (same or bases).items():  # Do53 to the same resolver, else every Do53 of the cell
+            key = f"{mode} vs {base} · {browser} · {profile}"
+            diffs[key].append(m - d)
+            bound[key] = max(bound[key], 0.01 * (m + d))  # each median within 1 %
+    cols, rows = r[PAIRED]
+    got = {row[0]: dict(zip(cols, row)) for row in rows}
+    assert got.keys() == diffs.keys() and len(got) > 10 and not any(k.startswith("system") for k in got)
+    for key, v in diffs.items():
+        assert got[key]["pairs"] == len(v)
+        exact_median = sorted(v)[max(math.ceil(0.5 * len(v)), 1) - 1]
+        assert abs(got[key]["diff_ms"] - exact_median) <= bound[key] + 1e-9, key
+        if len(v) >= 6:
+            assert got[key]["diff_lo_ms"] <= got[key]["diff_ms"] <= got[key]["diff_hi_ms"]
+        else:
+            assert got[key]["diff_lo_ms"] is None
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

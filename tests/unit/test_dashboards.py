@@ -190,12 +190,19 @@ def test_a_public_copy_has_no_variables_the_campaign_in_every_query_and_an_absol
         assert pub["time"] == {"from": "2026-11-23T21:00:00.000Z", "to": "2026-11-23T21:57:00.000Z"}
         assert errors(pub, pub["uid"]) == [] and public_errors(publish.share_config(pub), pub["uid"]) == []
         po, pp = dashboards.panel_list(orig), dashboards.panel_list(pub)
-        assert [p["title"] for p in po] == [p["title"] for p in pp] and [p["id"] for p in po] == [p["id"] for p in pp]
-        for a, b in zip(po, pp):
-            sa, sb = a["targets"][0]["rawSql"], b["targets"][0]["rawSql"]
-            assert "${" not in sb and "'c1'" in sb and sb.count("$__timeFilter(") == sa.count("$__timeFilter(")
+        # every panel is there under its id (a repeated one, and those of a repeated row, once
+        # per value under new ids), with the values in its SQL and no variable left
+        by_id = {p["id"]: p for p in pp}
+        kept = [p for p in po if "$" not in p["title"]]
+        assert kept and all(p["id"] in by_id and by_id[p["id"]]["title"] == p["title"] for p in kept)
+        for a in kept:
+            sa, sb = a["targets"][0]["rawSql"], by_id[a["id"]]["targets"][0]["rawSql"]
+            assert sb.count("$__timeFilter(") == sa.count("$__timeFilter(")
             if "${resolver" in sa:
                 assert "'a','b''c'" in sb  # every other variable: its values, each quoted
+        for b in pp:
+            sb = b["targets"][0]["rawSql"]
+            assert "${" not in sb and "'c1'" in sb and "$" not in b["title"].replace("$__", "")
 
 
 def test_publishing_refuses_a_panel_that_does_not_filter_by_campaign():
@@ -235,7 +242,10 @@ def test_repeated_rows_and_panels_become_one_copy_per_value():
              and p["title"] == section[0]["title"]]
     assert marks == [f"-- '{r}' '{t}'" for r in ("eu", "us") for t in ("do53", "doq", "dot")]
     ids = [p["id"] for p in pub["panels"]]
-    assert len(ids) == len(set(ids)) and len(pub["panels"]) == len(d["panels"]) + len(section) + 1 + 2 * 2
+    # against the same dashboard's copy without these two repeats (it has repeats of its own):
+    # the row's section once more, its row, and two more copies of the panel in each region
+    base = publish.public_copy(copy.deepcopy(BUILT["dnscamp-dns.json"]), "c1", given, _window())
+    assert len(ids) == len(set(ids)) and len(pub["panels"]) == len(base["panels"]) + len(section) + 1 + 2 * 2
     assert not any("repeat" in p for p in pub["panels"]) and under
     cells = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in pub["panels"] if p["type"] != "row"]
     assert len(cells) == len(set(cells))  # no two panels in the same place
