@@ -26,6 +26,7 @@ from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
 
 pytestmark = pytest.mark.local
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # page weight <= 2 MB for the demo campaign
+GRAFANA = "https://grafana.example.test"
 
 
 class Refs(HTMLParser):
@@ -41,10 +42,10 @@ class Refs(HTMLParser):
         a = dict(attrs)
         for url in (a.get("src"), a.get("href")):
             if url and re.match(r"^[a-z]+:|^//", url):
-                self.external.append(url)
+                self.external.append((tag, url))
         if tag == "img" or (tag == "link" and a.get("rel") == "stylesheet"):
             self.loads.append(a.get("src") or a["href"])
-        elif tag == "a":
+        elif tag == "a" and not re.match(r"^[a-z]+:|^//", a["href"]):
             self.links.append(a["href"])
 
 
@@ -108,10 +109,11 @@ def test_demo_site_has_every_seed_figure_with_its_data_and_sql(demo_store, tmp_p
 
 
 def test_demo_site_is_self_contained_and_light(demo_store, tmp_path):
-    d = build(tmp_path / "site", "--campaign", CAMPAIGN, "--run", RUN).parent
+    d = build(tmp_path / "site", "--campaign", CAMPAIGN, "--run", RUN, "--grafana-url", GRAFANA).parent
     for page in d.glob("*.html"):
         r = refs(page)
-        assert r.external == [], page.name  # no CDN, nothing fetched from elsewhere
+        # no CDN, nothing fetched from elsewhere: the only references out are links to the dashboards
+        assert r.external and all(tag == "a" and url.startswith(GRAFANA + "/d/") for tag, url in r.external), page.name
         loaded = [d / u for u in r.loads]
         assert all(p.is_file() for p in loaded + [d / u for u in r.links]), page.name
         weight = page.stat().st_size + sum(p.stat().st_size for p in loaded)
