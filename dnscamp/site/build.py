@@ -282,6 +282,15 @@ def seed_intro(s: Seed) -> str:
             "where the paper gives them.</p>")
 
 
+def check_scope(conn: psycopg.Connection, campaign: str, run: str | None) -> None:
+    """A campaign (and run) the store has no record of is a mistyped name, not an empty report."""
+    if campaign not in campaigns(conn):
+        raise ReportError(f"report: campaign {campaign!r} has no records in the store")
+    if run is not None and conn.execute("SELECT 1 FROM v_results WHERE campaign = %s AND run = %s LIMIT 1",
+                                        (campaign, run)).fetchone() is None:
+        raise ReportError(f"report: campaign {campaign!r} has no run {run!r} in the store")
+
+
 def build(url: str, out: Path, campaign: str | None = None, run: str | None = None, grafana: str | None = None) -> Path:
     """Build the site under out (as the role of url, normally the reader); returns the page to
     open: out/index.html. Without a campaign, one sub-site per campaign in the store. out must
@@ -289,9 +298,11 @@ def build(url: str, out: Path, campaign: str | None = None, run: str | None = No
     index = out / "index.html"
     if out.exists() and any(out.iterdir()) and not (index.is_file() and GENERATOR in index.read_text(errors="replace")):
         raise ReportError(f"{out}: not empty and not a dnscamp report (its fig/, data/ and sql/ would be replaced)")
-    out.mkdir(parents=True, exist_ok=True)
     grafana = grafana or os.environ.get("DNSCAMP_GRAFANA_URL") or GRAFANA_URL
     with psycopg.connect(url) as conn:
+        if campaign is not None:
+            check_scope(conn, campaign, run)  # before anything is written
+        out.mkdir(parents=True, exist_ok=True)
         if campaign is not None:
             return build_campaign(conn, out, campaign, run, grafana=grafana)
         items, used = [], set()

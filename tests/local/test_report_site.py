@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from db import engine
 from dnscamp.cli import app
-from dnscamp.site import figures
+from dnscamp.site import build as site, figures
 from dnscamp.site.figures import SEEDS
 from tests.scaffolding.moto_s3 import Moto
 from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
@@ -142,7 +142,9 @@ def test_cdfs_of_many_rows_are_sampled_within_half_a_percent(empty_db):
 
 def test_sections_without_data_say_so(demo_store, tmp_path):
     # "defaul_" would match the demo's Atlas label "default/<run>" if "_" were a wildcard
-    d = build(tmp_path / "site", "--campaign", "defaul_").parent
+    d = tmp_path / "site"
+    with psycopg.connect(engine.database_url("reader", dbname=conninfo_to_dict(demo_store)["dbname"])) as conn:
+        site.build_campaign(conn, d, "defaul_", None)
     assert list(d.glob("fig/*.svg")) == []
     assert not any((d / "data" / f"{i.slug}.csv").exists() for s in SEEDS for i in s.items)
     for s in SEEDS:
@@ -165,6 +167,12 @@ def test_refuses_a_directory_that_is_not_a_report(demo_store, tmp_path):
     assert not (tmp_path / "site" / "fig" / "stale.svg").exists()
     res = CliRunner().invoke(app, ["report", "--html", str(tmp_path / "x"), "--run", RUN])
     assert res.exit_code == 2 and "--run needs --campaign" in res.output
+    # a campaign or run the store does not have: one line naming it, exit 2, nothing written
+    for args, says in ((["--campaign", "defaul_"], "campaign 'defaul_' has no records in the store"),
+                       (["--campaign", CAMPAIGN, "--run", "other-run"], "campaign 'default' has no run 'other-run'")):
+        res = CliRunner().invoke(app, ["report", "--html", str(tmp_path / "y"), *args])
+        assert res.exit_code == 2 and says in res.output and len(res.output.strip().splitlines()) == 1, res.output
+        assert not (tmp_path / "y").exists()
 
 
 def test_without_campaign_one_site_per_campaign(demo_store, tmp_path):
