@@ -82,18 +82,31 @@ def _key(order: list[str]) -> Callable[[Any], tuple[int, str]]:
 ECDF_POINTS = 200
 
 
-def ecdf_sql(source: str, groups: str, value: str) -> str:
+def ecdf_sql(source: str, groups: str, value: str, medians: bool = False) -> str:
     """The sampled empirical CDF of ``value`` per ``groups`` over the rows of ``source`` (a
-    query): columns groups..., n (rows in the group), value, cdf (fraction of rows <= value)."""
+    query): columns groups..., n (rows in the group), value, cdf (fraction of rows <= value).
+    With ``medians``, every row also carries its group's median (the order statistic of rank
+    ceil(n/2), as percentile_disc(0.5)) and the median's distribution-free 95 % interval (ranks
+    dnscamp_median_ci_rank(n) and n + 1 - that): {value}_p50, _p50_lo, _p50_hi, read from the
+    same sort as the CDF, so a figure and its table cost one pass over the rows."""
+    extra = (f""",
+         max({value}) FILTER (WHERE i = (n + 1) / 2) OVER g AS {value}_p50,
+         max({value}) FILTER (WHERE i = dnscamp_median_ci_rank(n)) OVER g AS {value}_p50_lo,
+         max({value}) FILTER (WHERE i = n + 1 - dnscamp_median_ci_rank(n)) OVER g AS {value}_p50_hi""" if medians else "")
+    stats_cols = f", {value}_p50, {value}_p50_lo, {value}_p50_hi" if medians else ""
     return f"""WITH s AS (
 {source}
 ), x AS (
   SELECT s.*, row_number() OVER (PARTITION BY {groups} ORDER BY {value}) AS i,
          count(*) OVER (PARTITION BY {groups}) AS n
   FROM s
+), y AS (
+  SELECT x.*{extra}
+  FROM x
+  WINDOW g AS (PARTITION BY {groups})
 )
-SELECT {groups}, n, {value}, i * 1.0 / n AS cdf
-FROM x
+SELECT {groups}, n, {value}, i * 1.0 / n AS cdf{stats_cols}
+FROM y
 WHERE i = 1 OR i = n OR i * {ECDF_POINTS} / n > (i - 1) * {ECDF_POINTS} / n
 ORDER BY {groups}, i"""
 
@@ -494,23 +507,25 @@ PLT_PAIRS = f"""  SELECT profile, mode, transport, baseline, plt_p50_ms - do53_p
 {plt_vs_do53(True)}
   ) AS p"""
 
-SQL_PLT_DIFF = ecdf_sql(PLT_PAIRS, "profile, mode", "diff_ms")
+# The CDF of the pairs and, on every row, the median of the paired differences with its
+# distribution-free 95 % interval over the pairs (not a difference of medians: each pair holds
+# resolver, run, page, browser and HTTP version fixed, so what varies is the DNS mode). One
+# query for the figure and its table: the pairs are read from the records (no rollup keeps
+# runs), the report's costliest step at 10^6 page loads.
+SQL_PLT_DIFF = ecdf_sql(PLT_PAIRS, "profile, mode, transport, baseline", "diff_ms", medians=True)
 
-# The median of the paired differences with its distribution-free 95 % interval over the pairs
-# (not a difference of medians: each pair holds resolver, run, page, browser and HTTP version
-# fixed, so what varies is the DNS mode).
-SQL_PLT_DIFF_MEDIANS = f"""SELECT profile, mode, transport, baseline, pairs,
-       {exact_median("diff_ms", "pairs", "diff_ms")}
-FROM (SELECT *, count(*) OVER (PARTITION BY profile, mode, transport, baseline) AS pairs
-      FROM (
-{PLT_PAIRS}
-      ) AS p) AS pairs
-GROUP BY profile, mode, transport, baseline, pairs
-ORDER BY profile, mode, baseline"""
+
+def _pair_series(rows: Rows) -> Rows:
+    """Rows labelled by their CDF series: the mode, and its baseline when that is not Do53 to
+    the mode's own resolver (a campaign without one compares with each Do53 it has)."""
+    def label(r: dict[str, Any]) -> str:
+        same = r["baseline"].split(":", 1)[-1] == r["mode"].split(":", 1)[-1]
+        return r["mode"] if same else f"{r['mode']} vs {r['baseline']}"
+    return [{**r, "series": label(r)} for r in rows]
 
 
 def draw_plt_diff(rows: Rows) -> Figure:
-    fig = _by_profile_cdf(rows, "diff_ms", "PLT - PLT with Do53 (ms)", by="mode")
+    fig = _by_profile_cdf(_pair_series(rows), "diff_ms", "PLT - PLT with Do53 (ms)", by="series")
     for ax in fig.axes:
         if ax.get_visible():
             ax.axvline(0, color="grey", lw=0.6)
@@ -519,9 +534,10 @@ def draw_plt_diff(rows: Rows) -> Figure:
 
 def table_plt_diff(rows: Rows) -> Table:
     out = []
-    for r in sorted(rows, key=lambda r: (_key(PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]),
-                                         r["mode"], r["baseline"])):
-        out.append([r["profile"], r["mode"], r["baseline"], r["pairs"], r["diff_ms_p50"],
+    groups = {(r["profile"], r["mode"], r["transport"], r["baseline"]): r for r in rows}  # one row per group
+    for r in sorted(groups.values(), key=lambda r: (_key(PROFILE_ORDER)(r["profile"]), _key(TRANSPORT_ORDER)(r["transport"]),
+                                                    r["mode"], r["baseline"])):
+        out.append([r["profile"], r["mode"], r["baseline"], r["n"], r["diff_ms_p50"],
                     interval(r.get("diff_ms_p50_lo"), r.get("diff_ms_p50_hi"), "{:.1f}"),
                     PAPER_002_DIFF.get(r["profile"], {}).get(r["transport"])])
     return ["profile", "DNS mode", "against", "pairs", "ours: median difference (ms)", "ours: 95 % interval (ms)",
@@ -685,16 +701,15 @@ SEEDS = [
     Seed("002", "002_6fa4cf280535d36b.txt", "Hounsel et al., Comparing the effects of DNS, DoT, and DoH on web performance (WWW 2020)",
          "Page-load-time difference to Do53 per network condition (§4.2–4.3, Figs. 2 and 4) and the page-load "
          "outcomes (Table 1). 004_9d5842b322ef90bc.txt (ANRW 2019) is the short version of this paper.",
-         [Item("plt-diff", "CDF of the PLT difference to Do53 per condition", "v_page_load", SQL_PLT_DIFF,
-               "Each point is one (run, page, browser) pair: median PLT with the DNS mode minus median PLT with Do53 "
-               "to the same resolver (or, without one, each Do53 of the campaign: see the table). Paper: 002 §4.3 Fig. 4 (Cloudflare from Frankfurt): on 4G DoT −11 ms and "
-               "DoH +58 ms, on lossy 4G DoT −101 ms and DoH −33 ms at the median; §4.2: without emulation all within "
-               "30 ms. The system resolver has no Do53 pair and is left out.", draw_plt_diff, None,
+         [Item("plt-diff", "PLT difference to Do53 per condition: CDF and medians", "v_page_load", SQL_PLT_DIFF,
+               "Each point is one (run, page, browser, HTTP version) pair: median PLT with the DNS mode minus median "
+               "PLT with Do53 to the same resolver in the same run (or, without one, each Do53 of the campaign: the "
+               "legend and table say which). The table gives the number of pairs and the median of the paired "
+               "differences with its 95 % interval (order statistics). Paper: 002 §4.3 Fig. 4 (Cloudflare from "
+               "Frankfurt): on 4G DoT −11 ms and DoH +58 ms, on lossy 4G DoT −101 ms and DoH −33 ms at the median "
+               "(4G = our 4g-www, lossy 4G = lossy-4g); §4.2: without emulation all within 30 ms. The system "
+               "resolver has no Do53 pair and is left out.", draw_plt_diff, table_plt_diff,
                "no successful page loads with both Do53 and another transport",
-               panel=('dnscamp-pageloads', 'difference to Do53')),
-          Item("plt-diff-medians", "Median PLT difference to Do53 per condition", "v_page_load", SQL_PLT_DIFF_MEDIANS,
-               "The medians of the pairs above, beside the paper's (002 §4.3, Fig. 4; 4G = our 4g-www, lossy 4G = "
-               "lossy-4g).", None, table_plt_diff, "no successful page loads with both Do53 and another transport",
                panel=('dnscamp-pageloads', 'difference to Do53')),
           Item("page-outcomes", "Page-load outcomes per condition and transport", "v_page_load", SQL_PAGE_OUTCOMES,
                "Shares of the statuses of the taxonomy (docs/records.md) per profile and DNS transport. Paper: 002 "

@@ -107,13 +107,13 @@ def test_a_whole_campaign_from_the_rollups_agrees_with_its_records(empty_db, tmp
         pairs: dict[tuple, list[float]] = {}
         for r in rows(conn, figures.PLT_PAIRS, "gen", None):
             pairs.setdefault((r["profile"], r["mode"], r["transport"], r["baseline"]), []).append(float(r["diff_ms"]))
-        medians = rows(conn, figures.SQL_PLT_DIFF_MEDIANS, "gen", None)
+        medians = rows(conn, figures.SQL_PLT_DIFF, "gen", None)  # CDF points, each with its group's median
         assert medians and {(r["profile"], r["mode"], r["transport"], r["baseline"]) for r in medians} == set(pairs)
         assert not any(r["mode"].startswith("system") for r in medians)  # system has no Do53 pair
         checked = 0
         for r in medians:
             p = sorted(pairs[(r["profile"], r["mode"], r["transport"], r["baseline"])])
-            assert r["pairs"] == len(p) and r["diff_ms_p50"] == pytest.approx(p[(len(p) + 1) // 2 - 1])
+            assert r["n"] == len(p) and r["diff_ms_p50"] == pytest.approx(p[(len(p) + 1) // 2 - 1])
             ci = stats.median_interval(p)
             assert (r["diff_ms_p50_lo"], r["diff_ms_p50_hi"]) == (pytest.approx(ci[0]), pytest.approx(ci[1])) if ci \
                 else (r["diff_ms_p50_lo"], r["diff_ms_p50_hi"]) == (None, None)

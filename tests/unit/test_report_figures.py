@@ -51,13 +51,16 @@ def test_table_ii_at_our_medians_beside_the_papers_example():
 
 
 def test_plt_difference_table_pairs_conditions_with_the_paper():
-    rows = [{"profile": "4g-www", "mode": "doh:cloudflare", "transport": "doh", "baseline": "do53:isp", "pairs": 30,
+    # rows as the pairs' CDF query gives them: every point of a group carries its n and median
+    rows = [{"profile": "4g-www", "mode": "doh:cloudflare", "transport": "doh", "baseline": "do53:isp", "n": 30,
              "diff_ms_p50": 30.0, "diff_ms_p50_lo": 12.0, "diff_ms_p50_hi": 41.5},
-            {"profile": "fiber", "mode": "dot:isp", "transport": "dot", "baseline": "do53:isp", "pairs": 1, "diff_ms_p50": -5.0,
+            {"profile": "fiber", "mode": "dot:isp", "transport": "dot", "baseline": "do53:isp", "n": 1, "diff_ms_p50": -5.0,
              "diff_ms_p50_lo": None, "diff_ms_p50_hi": None}]
-    head, out = figures.table_plt_diff(rows)
+    head, out = figures.table_plt_diff(rows + rows[:1])
     assert out == [["fiber", "dot:isp", "do53:isp", 1, -5.0, None, None],
-                   ["4g-www", "doh:cloudflare", "do53:isp", 30, 30.0, "12.0–41.5", 58]]
+                   ["4g-www", "doh:cloudflare", "do53:isp", 30, 30.0, "12.0–41.5", 58]]  # one line per group
+    labels = [r["series"] for r in figures._pair_series(rows)]
+    assert labels == ["doh:cloudflare vs do53:isp", "dot:isp"]  # the baseline named where it is another resolver
 
 
 def test_shares_and_outcomes_tables():
