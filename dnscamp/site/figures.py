@@ -406,7 +406,7 @@ def draw_quicsocks_rtts(rows: Rows) -> Figure:
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
     _cdf(ax, _raw_series(rows, {"RTT_direct": "rtt_direct_ms", "RTT_Server": "rtt_server_ms", "RTT_DNS": "rtt_dns_ms"}),
-         "RTT (ms)")
+         "RTT (ms)", logx=True)
     return fig
 
 
@@ -415,7 +415,7 @@ def draw_quicsocks_latency(rows: Rows) -> Figure:
     ax = fig.subplots()
     _cdf(ax, _raw_series(rows, {"status quo, with retry": "status_quo_retry_ms", "proposal, with retry": "proposal_retry_ms",
                                 "status quo, w/o retry": "status_quo_ms", "proposal, w/o retry": "proposal_ms"}),
-         "latency to establish the connection, incl. DNS (ms)")
+         "latency to establish the connection, incl. DNS (ms)", logx=True)
     return fig
 
 
