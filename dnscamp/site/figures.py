@@ -207,9 +207,10 @@ def _grid(n: int, m: int) -> list[list[float]]:
 
 
 def _heat(ax: Any, m: list[list[float]], rows: list[str], cols: list[str], cmap: str, vmin: float, vmax: float,
-          fmt: str, color: Callable[[float], str]) -> Any:
+          fmt: str, color: Callable[[float], str], counts: list[list[str]] | None = None) -> Any:
     """A heat map of vector cells (pcolormesh: imshow would embed a raster image in the SVG),
-    first row at the top, each cell annotated."""
+    first row at the top, each cell annotated with its value and, given ``counts``, the n
+    behind it on a second line."""
     im = ax.pcolormesh(m, cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks([j + 0.5 for j in range(len(cols))], cols)
     ax.set_yticks([i + 0.5 for i in range(len(rows))], rows)
@@ -217,7 +218,8 @@ def _heat(ax: Any, m: list[list[float]], rows: list[str], cols: list[str], cmap:
     for i, row in enumerate(m):
         for j, v in enumerate(row):
             if not math.isnan(v):
-                ax.text(j + 0.5, i + 0.5, fmt.format(v), ha="center", va="center", color=color(v), fontsize="x-small")
+                text = fmt.format(v) + (f"\n{counts[i][j]}" if counts is not None and counts[i][j] else "")
+                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", color=color(v), fontsize="x-small")
     return im
 
 
@@ -257,12 +259,16 @@ def draw_rtt_heatmap(rows: Rows) -> Figure:
     profiles = sorted({r["profile"] for r in rows}, key=_key(["all"] + PROFILE_ORDER))
     transports = sorted({r["transport"] for r in rows}, key=_key(TRANSPORT_ORDER))
     m = _grid(len(profiles), len(transports))
+    counts = [[""] * len(transports) for _ in profiles]
     for r in rows:
-        m[profiles.index(r["profile"])][transports.index(r["transport"])] = float(r["rtt_multiple_p50"])
+        i, j = profiles.index(r["profile"]), transports.index(r["transport"])
+        m[i][j] = float(r["rtt_multiple_p50"])
+        counts[i][j] = f"n={r['n']}" if r.get("n") is not None else ""
     fig = Figure(figsize=(1.2 * len(transports) + 2.5, 0.55 * len(profiles) + 1.6), layout="constrained")
     ax = fig.subplots()
     vmax = max([3.5] + [v for row in m for v in row if not math.isnan(v)])
-    im = _heat(ax, m, profiles, transports, "viridis", 1, vmax, "{:.2f}", lambda v: "white" if v < 2.5 else "black")
+    im = _heat(ax, m, profiles, transports, "viridis", 1, vmax, "{:.2f}", lambda v: "white" if v < 2.5 else "black",
+               counts)
     _colorbar(fig, im, ax, "median exchange time / access RTT")
     ax.set_title("DNS exchange on a fresh connection, in access RTTs")
     return fig
@@ -374,12 +380,16 @@ def draw_plt_heatmap(rows: Rows) -> Figure:
     im = None
     for ax, (mode, browser) in zip(axes, panels):
         m = _grid(len(profiles), len(pages))
+        counts = [[""] * len(pages) for _ in profiles]
         base = set()
         for r in rows:
             if (r["mode"], r["browser"]) == (mode, browser) and page_name(r["url"]) in pages:
-                m[profiles.index(r["profile"])][pages.index(page_name(r["url"]))] = float(r["increase_pct"])
+                i, j = profiles.index(r["profile"]), pages.index(page_name(r["url"]))
+                m[i][j] = float(r["increase_pct"])
+                # the loads behind the two medians: the mode's / Do53's
+                counts[i][j] = f"n={r['n']}/{r['do53_n']}" if r.get("do53_n") is not None else f"n={r['n']}"
                 base.add(r["baseline"])
-        im = _heat(ax, m, profiles, pages, "RdBu_r", -lim, lim, "{:+.1f}%", lambda v: "black")
+        im = _heat(ax, m, profiles, pages, "RdBu_r", -lim, lim, "{:+.1f}%", lambda v: "black", counts)
         ax.tick_params(axis="x", labelsize="x-small", labelrotation=30 if len(pages) > 4 else 0)
         ax.set_title(f"{mode} vs {', '.join(sorted(base))} ({browser})", fontsize="small")
     _colorbar(fig, im, axes[: len(panels)], "median PLT increase over Do53 (%)")
@@ -610,7 +620,7 @@ ORDER BY 1, 2"""
 
 def draw_bytes(rows: Rows) -> Figure:
     rows = sorted(rows, key=lambda r: (_key(TRANSPORT_ORDER)(r["transport"]), r["connection_reused"]))
-    labels = [f"{r['transport']}\n{'reused' if r['connection_reused'] else 'new'}" for r in rows]
+    labels = [f"{r['transport']}\n{'reused' if r['connection_reused'] else 'new'}\nn={r['n']}" for r in rows]
     fig = Figure(figsize=(max(6.4, 0.8 * len(rows) + 1.5), 4.0), layout="constrained")
     ax = fig.subplots()
     x = list(range(len(rows)))

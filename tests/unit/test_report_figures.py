@@ -79,13 +79,15 @@ def test_shares_and_outcomes_tables():
 
 
 def test_heat_maps_are_vector_and_leave_missing_cells_blank():
-    rows = [{"profile": "fiber", "transport": "doh", "rtt_multiple_p50": 3.2},
-            {"profile": "4g", "transport": "doq", "rtt_multiple_p50": 2.1}]
+    rows = [{"profile": "fiber", "transport": "doh", "rtt_multiple_p50": 3.2, "n": 17},
+            {"profile": "4g", "transport": "doq", "rtt_multiple_p50": 2.1, "n": 8}]
     text = svg(figures.draw_rtt_heatmap(rows))
     assert "<image" not in text and "3.20" in text and "2.10" in text and "nan" not in text
+    assert "n=17" in text and "n=8" in text  # every cell says how many queries its median is of
     rows = [{"profile": "4g", "url": "https://www.single.test/", "browser": "chromium", "mode": m, "baseline": "do53:isp",
-             "n": 3, "increase_pct": v} for m, v in (("doh:isp", 12.5), ("dot:isp", -3.0))]
+             "n": 3, "do53_n": 4, "increase_pct": v} for m, v in (("doh:isp", 12.5), ("dot:isp", -3.0))]
     text = svg(figures.draw_plt_heatmap(rows))
+    assert "n=3/4" in text
     assert "<image" not in text and "+12.5%" in text and "-3.0%" in text and "single.test" in text
     assert "doh:isp vs do53:isp (chromium)" in text
 
