@@ -135,12 +135,20 @@ FROM (SELECT records AS n, first_started, last_started FROM v_contexts WHERE {re
       SELECT count(*), min(started_at), max(started_at) FROM v_results WHERE {report.ONE_RUN}) AS x"""
 
 
-def run_item(conn: psycopg.Connection, present: set[str], item: Item, campaign: str, run: str | None) -> Result:
+def run_item(conn: psycopg.Connection, present: set[str], item: Item, campaign: str, run: str | None,
+             cache: dict[str, tuple[list[str], list[list[Any]]]] | None = None) -> Result:
+    """Run the item's query (once per build: figures that share a query share its rows through
+    ``cache``, keyed by the SQL text)."""
     params = {"campaign": campaign, "run": run}
     bound = psycopg.ClientCursor(conn).mogrify(item.sql, params)
     if item.view not in present:
         return Result(item, bound, [], [], f"this store has no view {item.view}")
-    cols, rows = report.fetch(conn, item.sql, campaign, run)
+    if cache is not None and item.sql in cache:
+        cols, rows = cache[item.sql]
+    else:
+        cols, rows = report.fetch(conn, item.sql, campaign, run)
+        if cache is not None:
+            cache[item.sql] = (cols, rows)
     return Result(item, bound, cols, rows, None if rows else f"No data in this campaign: {item.empty}.")
 
 
@@ -269,8 +277,9 @@ def build_campaign(conn: psycopg.Connection, d: Path, campaign: str, run: str | 
                                 panel_url(panels, item.panel, grafana, campaign)))
     (d / "index.html").write_text(page(f"dnscamp report: {campaign}", nav, intro + "<h2>The papers' figures</h2>"
                                        + seeds_list + "".join(overview)))
+    cache: dict[str, tuple[list[str], list[list[Any]]]] = {}
     for s in SEEDS:
-        body = seed_intro(s) + "".join(section(d, run_item(conn, present, i, campaign, run),
+        body = seed_intro(s) + "".join(section(d, run_item(conn, present, i, campaign, run, cache),
                                                panel_url(panels, i.panel, grafana, campaign)) for i in s.items)
         (d / f"seed-{s.key}.html").write_text(page(f"{s.key}: {s.title}", nav, f"<p>{e(scope)}.</p>" + body))
     return d / "index.html"
