@@ -22,6 +22,7 @@ from typing import Any
 
 import matplotlib
 import psycopg
+import psycopg.sql
 
 from dnscamp import report
 from dnscamp.site.figures import SEEDS, Item, Seed
@@ -99,6 +100,13 @@ def panel_url(panels: dict[str, list[tuple[int, str]]], ref: tuple[str, str] | N
             q = urllib.parse.urlencode({"viewPanel": pid, "var-campaign": campaign})
             return f"{base.rstrip('/')}/d/{urllib.parse.quote(uid)}?{q}"
     return None
+
+
+# The report's own session limits, raised per connection above the reader role's defaults
+# (docs/store.md "Roles"): the PLT pairs of a 10^6-load campaign sort ~10^6 rows, which must stay
+# in memory (a role's temp_file_limit cannot be raised by the role), and take ~20 s on two shared
+# cores, more than an interactive statement_timeout allows.
+SESSION = {"work_mem": "256MB", "statement_timeout": "10min"}
 
 
 class ReportError(Exception):
@@ -309,6 +317,8 @@ def build(url: str, out: Path, campaign: str | None = None, run: str | None = No
         raise ReportError(f"{out}: not empty and not a dnscamp report (its fig/, data/ and sql/ would be replaced)")
     grafana = grafana or os.environ.get("DNSCAMP_GRAFANA_URL") or GRAFANA_URL
     with psycopg.connect(url) as conn:
+        for name, value in SESSION.items():
+            conn.execute(psycopg.sql.SQL("SELECT set_config({}, {}, false)").format(name, value))
         if campaign is not None:
             check_scope(conn, campaign, run)  # before anything is written
         out.mkdir(parents=True, exist_ok=True)
