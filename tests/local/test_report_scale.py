@@ -199,3 +199,14 @@ def test_every_figure_links_to_a_panel_of_the_generated_dashboards():
         panel = next(p for p in flat if p.get("id") == int(m[2]))  # the id is the generated JSON's
         assert panel["type"] != "row" and re.search(ref[1], panel["title"], re.IGNORECASE), (slug, panel["title"])
     assert site.panel_url(panels, ("dnscamp-dns", "no such panel title"), "https://g.test", "c") is None
+
+
+def test_the_report_raises_its_own_limits_over_the_roles(demo_reader, tmp_path):
+    """A reader connection whose defaults would cancel every query (statement_timeout 1 ms, as a
+    role's limits could): the report sets its own for its connection and builds."""
+    tight = demo_reader + "&options=" + "-c%20statement_timeout%3D1%20-c%20work_mem%3D64kB"
+    with psycopg.connect(tight) as conn:
+        with pytest.raises(psycopg.errors.QueryCanceled):  # the defaults alone do cancel
+            conn.execute("SELECT pg_sleep(0.05)")
+    index = site.build(tight, tmp_path / "site", CAMPAIGN)
+    assert index.is_file() and "No data" not in (tmp_path / "site" / "seed-002.html").read_text()
