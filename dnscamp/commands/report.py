@@ -17,9 +17,11 @@ app = typer.Typer(
 
 CAMPAIGN_OPT = typer.Option(None, "--campaign", help="Only this campaign (default: every campaign, one sub-site each).")
 RUN_OPT = typer.Option(None, "--run", help="Only this run of the campaign.")
+GRAFANA_OPT = typer.Option(None, "--grafana-url", help="Grafana's URL for the figures' dashboard-panel links "
+                           "(default: $DNSCAMP_GRAFANA_URL, else http://localhost:3000).")
 
 
-def _build(out: Path, campaign: str | None, run: str | None) -> Path:
+def _build(out: Path, campaign: str | None, run: str | None, grafana: str | None = None) -> Path:
     import psycopg
 
     from db import engine
@@ -28,7 +30,7 @@ def _build(out: Path, campaign: str | None, run: str | None) -> Path:
     if run and not campaign:
         die("--run needs --campaign")
     try:
-        return build(engine.database_url("reader"), out, campaign, run)
+        return build(engine.database_url("reader"), out, campaign, run, grafana)
     except ReportError as exc:
         die(str(exc))
     except (engine.StoreError, psycopg.OperationalError) as exc:
@@ -41,6 +43,7 @@ def main(
     html: Path = typer.Option(None, "--html", help="Write the site into this directory (created if missing)."),
     campaign: str = CAMPAIGN_OPT,
     run: str = RUN_OPT,
+    grafana: str = GRAFANA_OPT,
 ) -> None:
     """Build the report from the reader views: per campaign an overview and one page per seed
     paper, figures as SVG with the CSV of their data and their SQL; prints the index page."""
@@ -48,7 +51,7 @@ def main(
         return
     if html is None:
         die("say where to write the site: dnscamp report --html DIR")
-    typer.echo(_build(html, campaign, run))
+    typer.echo(_build(html, campaign, run, grafana))
 
 
 @app.command("publish")
@@ -57,6 +60,7 @@ def publish_cmd(
     site: Path = typer.Option(None, "--dir", help="Upload this built site (default: build one now)."),
     campaign: str = CAMPAIGN_OPT,
     run: str = RUN_OPT,
+    grafana: str = GRAFANA_OPT,
     endpoint_url: str = typer.Option(None, "--endpoint-url", help="An S3-compatible endpoint (default: AWS, or $AWS_ENDPOINT_URL_S3)."),
     delete: bool = typer.Option(False, "--delete", help="Remove objects under the prefix that the site does not have."),
     as_json: bool = typer.Option(False, "--json"),
@@ -70,7 +74,7 @@ def publish_cmd(
     with tempfile.TemporaryDirectory(prefix="dnscamp-report-") as tmp:
         if site is None:
             site = Path(tmp)
-            _build(site, campaign, run)
+            _build(site, campaign, run, grafana)
         try:
             out = publish(site, uri, endpoint_url=endpoint_url, delete=delete)
         except (PublishError, CollectError) as exc:

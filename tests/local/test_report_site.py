@@ -19,13 +19,14 @@ from typer.testing import CliRunner
 
 from db import engine
 from dnscamp.cli import app
-from dnscamp.site import figures
+from dnscamp.site import build as site, figures
 from dnscamp.site.figures import SEEDS
 from tests.scaffolding.moto_s3 import Moto
 from tests.scaffolding.demo_data import CAMPAIGN, RUN, load_demo
 
 pytestmark = pytest.mark.local
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # page weight <= 2 MB for the demo campaign
+GRAFANA = "https://grafana.example.test"
 
 
 class Refs(HTMLParser):
@@ -41,10 +42,10 @@ class Refs(HTMLParser):
         a = dict(attrs)
         for url in (a.get("src"), a.get("href")):
             if url and re.match(r"^[a-z]+:|^//", url):
-                self.external.append(url)
+                self.external.append((tag, url))
         if tag == "img" or (tag == "link" and a.get("rel") == "stylesheet"):
             self.loads.append(a.get("src") or a["href"])
-        elif tag == "a":
+        elif tag == "a" and not re.match(r"^[a-z]+:|^//", a["href"]):
             self.links.append(a["href"])
 
 
@@ -108,10 +109,11 @@ def test_demo_site_has_every_seed_figure_with_its_data_and_sql(demo_store, tmp_p
 
 
 def test_demo_site_is_self_contained_and_light(demo_store, tmp_path):
-    d = build(tmp_path / "site", "--campaign", CAMPAIGN, "--run", RUN).parent
+    d = build(tmp_path / "site", "--campaign", CAMPAIGN, "--run", RUN, "--grafana-url", GRAFANA).parent
     for page in d.glob("*.html"):
         r = refs(page)
-        assert r.external == [], page.name  # no CDN, nothing fetched from elsewhere
+        # no CDN, nothing fetched from elsewhere: the only references out are links to the dashboards
+        assert r.external and all(tag == "a" and url.startswith(GRAFANA + "/d/") for tag, url in r.external), page.name
         loaded = [d / u for u in r.loads]
         assert all(p.is_file() for p in loaded + [d / u for u in r.links]), page.name
         weight = page.stat().st_size + sum(p.stat().st_size for p in loaded)
@@ -140,7 +142,9 @@ def test_cdfs_of_many_rows_are_sampled_within_half_a_percent(empty_db):
 
 def test_sections_without_data_say_so(demo_store, tmp_path):
     # "defaul_" would match the demo's Atlas label "default/<run>" if "_" were a wildcard
-    d = build(tmp_path / "site", "--campaign", "defaul_").parent
+    d = tmp_path / "site"
+    with psycopg.connect(engine.database_url("reader", dbname=conninfo_to_dict(demo_store)["dbname"])) as conn:
+        site.build_campaign(conn, d, "defaul_", None)
     assert list(d.glob("fig/*.svg")) == []
     assert not any((d / "data" / f"{i.slug}.csv").exists() for s in SEEDS for i in s.items)
     for s in SEEDS:
@@ -163,6 +167,12 @@ def test_refuses_a_directory_that_is_not_a_report(demo_store, tmp_path):
     assert not (tmp_path / "site" / "fig" / "stale.svg").exists()
     res = CliRunner().invoke(app, ["report", "--html", str(tmp_path / "x"), "--run", RUN])
     assert res.exit_code == 2 and "--run needs --campaign" in res.output
+    # a campaign or run the store does not have: one line naming it, exit 2, nothing written
+    for args, says in ((["--campaign", "defaul_"], "campaign 'defaul_' has no records in the store"),
+                       (["--campaign", CAMPAIGN, "--run", "other-run"], "campaign 'default' has no run 'other-run'")):
+        res = CliRunner().invoke(app, ["report", "--html", str(tmp_path / "y"), *args])
+        assert res.exit_code == 2 and says in res.output and len(res.output.strip().splitlines()) == 1, res.output
+        assert not (tmp_path / "y").exists()
 
 
 def test_without_campaign_one_site_per_campaign(demo_store, tmp_path):
