@@ -18,7 +18,7 @@ app = typer.Typer(
 CAMPAIGN_OPT = typer.Option(None, "--campaign", help="Only this campaign (default: every campaign, one sub-site each).")
 RUN_OPT = typer.Option(None, "--run", help="Only this run of the campaign.")
 GRAFANA_OPT = typer.Option(None, "--grafana-url", help="Grafana's URL for the figures' dashboard-panel links "
-                           "(default: $DNSCAMP_GRAFANA_URL, else http://localhost:3000).")
+                           "(default: $DNSCAMP_GRAFANA_ROOT_URL, else http://localhost:3000).")
 
 
 def _build(out: Path, campaign: str | None, run: str | None, grafana: str | None = None) -> Path:

@@ -315,7 +315,7 @@ def build(url: str, out: Path, campaign: str | None = None, run: str | None = No
     index = out / "index.html"
     if out.exists() and any(out.iterdir()) and not (index.is_file() and GENERATOR in index.read_text(errors="replace")):
         raise ReportError(f"{out}: not empty and not a dnscamp report (its fig/, data/ and sql/ would be replaced)")
-    grafana = grafana or os.environ.get("DNSCAMP_GRAFANA_URL") or GRAFANA_URL
+    grafana = grafana or os.environ.get("DNSCAMP_GRAFANA_ROOT_URL") or GRAFANA_URL
     with psycopg.connect(url) as conn:
         for name, value in SESSION.items():
             conn.execute(psycopg.sql.SQL("SELECT set_config({}, {}, false)").format(name, value))

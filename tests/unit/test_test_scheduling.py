@@ -50,3 +50,19 @@ def test_every_path_held_in_the_islands_unit_exists():
     """A renamed file would silently leave the island's unit and run under SCHED_IDLE again."""
     root = Path(__file__).resolve().parents[2]
     assert [p for p in ISLAND_PATHS + ON_TIME_PATHS if not (root / p).exists()] == []
+
+
+def test_the_page_load_design_covers_every_pair(monkeypatch):
+    """tests/testbed/test_pageload_testbed.py's pairwise design loads every (browser, mode),
+    (mode, HTTP) and (browser, HTTP) pair; the full product is there on request."""
+    from tests.testbed.test_pageload_testbed import MODES, _cases
+
+    browsers, https = ("chromium", "firefox"), ("h2", "h3")
+    monkeypatch.delenv("DNSCAMP_PAGELOAD_FULL_MATRIX", raising=False)
+    cases = _cases()
+    assert len(cases) == len(MODES) * 2 and len(set(cases)) == len(cases)
+    assert {(b, m) for b, m, _ in cases} == {(b, m) for b in browsers for m in MODES}
+    assert {(m, h) for _, m, h in cases} == {(m, h) for m in MODES for h in https}
+    assert {(b, h) for b, _, h in cases} == {(b, h) for b in browsers for h in https}
+    monkeypatch.setenv("DNSCAMP_PAGELOAD_FULL_MATRIX", "1")
+    assert sorted(_cases()) == sorted((b, m, h) for b in browsers for m in MODES for h in https)
