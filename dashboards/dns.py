@@ -55,7 +55,7 @@ def _conn_sums(keys: dict[str, str], measure: str | None) -> str:
               GROUP BY {", ".join(keys)}, {extra}bucket"""
 
 
-GROUP = f"transport || ' · ' || coalesce(resolver, 'none') || ' · ' || coalesce(network_profile, 'none')"
+GROUP = "transport || ' · ' || coalesce(resolver, 'none') || ' · ' || coalesce(network_profile, 'none')"
 
 
 def _by_mode(measure: str, suffix: str) -> str:

@@ -143,7 +143,8 @@ def expand(sql: str, variables: dict[str, Variable], time_from: datetime, time_t
            *, interval: str = "1m") -> str:
     """Both steps: what Postgres receives for this panel SQL, variables and time range."""
     out = macros(interpolate(sql, variables, interval=interval), time_from, time_to)
-    if leftover := re.search(r"\$\{?\w+|\[\[\w+", out):
+    # a variable left over, outside the string literals a value became ('it''s $0' is a value)
+    if leftover := re.search(r"\$\{?\w+|\[\[\w+", re.sub(r"'(?:[^']|'')*'", "''", out)):
         raise ExpandError(f"not expanded: {leftover.group(0)!r} (an unknown variable?)")
     return out
 

@@ -317,7 +317,6 @@ def plt_vs_do53(per_run: bool) -> str:
     Per run (the pairs) the medians are the run's loads' (a few each, read from the records:
     no rollup keeps runs); over the whole campaign they are read from the per-page rollup's
     histograms (dnscamp.report.page_hist), so the heat map costs the same at any size."""
-    run = "run, " if per_run else ""
     same_run = "AND b.run = m.run " if per_run else ""
     same_run_e = "AND e.run = m.run " if per_run else ""
     if per_run:

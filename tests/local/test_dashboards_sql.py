@@ -9,7 +9,6 @@ asserted so), and are checked with the v1 fixtures' failure records and a real S
 from __future__ import annotations
 
 import gzip
-import json
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ from moto import mock_aws
 import dashboards
 from collectors import s3
 from collectors.ingest import ingest
-from dashboards.expand import Variable, expand, resolve
+from dashboards.expand import expand, resolve
 from vantage_agent.stats import median_interval, wilson
 from db import engine
 from tests.scaffolding.demo_data import ATLAS_CAMPAIGN, CAMPAIGN, load_demo
