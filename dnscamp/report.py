@@ -120,7 +120,7 @@ FROM (SELECT {k}, sum(n)::bigint AS n, array_agg(bucket ORDER BY bucket) AS b, a
       GROUP BY {k}) AS a"""
 
 
-def exact_median(value: str, n: str, name: str) -> str:
+def p50_with_interval_sql(value: str, n: str, name: str) -> str:
     """Select items: the median of ``value`` with its distribution-free 95 % interval
     (percentile_disc at dnscamp_median_ci_q_lo / _q_hi of ``n``, the group's count of values,
     a grouped column: an aggregate's fraction cannot be another aggregate). For the small
@@ -167,7 +167,7 @@ SECTIONS: list[tuple[str, str, str, str]] = [
                   rtt_ms_p50, rtt_ms_p50_lo, rtt_ms_p50_hi, rtt_min_ms
            FROM (SELECT network_profile AS profile, target, protocol, count(*) AS records,
                         sum(sent) AS sent, sum(received) AS received,
-                        """ + exact_median("rtt_median_ms", "nn", "rtt_ms") + """,
+                        """ + p50_with_interval_sql("rtt_median_ms", "nn", "rtt_ms") + """,
                         min(rtt_min_ms) AS rtt_min_ms
                  FROM (SELECT *, count(rtt_median_ms) OVER (PARTITION BY network_profile, target, protocol) AS nn
                        FROM v_ping WHERE """ + RUN_FILTER + """) AS p
@@ -214,8 +214,8 @@ ORDER BY 1, 2, 3, 4""",
         "QuicSocks: per-probe savings of a proxy next to the resolver (001_3c494309ab66be23.txt Table I)",
         "v_quicsocks_savings",
         """SELECT count(*) AS probes, count(*) FILTER (WHERE isp_resolver) AS isp_resolver_probes,
-                  """ + exact_median("rtt_dns_ms", "n_dns", "rtt_dns_ms") + """,
-                  """ + exact_median("saving_ms", "n_saving", "saving_ms") + """,
+                  """ + p50_with_interval_sql("rtt_dns_ms", "n_dns", "rtt_dns_ms") + """,
+                  """ + p50_with_interval_sql("saving_ms", "n_saving", "saving_ms") + """,
                   n_saving AS savings,
                   """ + wilson("count(*) FILTER (WHERE saving_ms >= 10)", "n_saving", "share_saving_10ms") + """,
                   """ + wilson("count(*) FILTER (WHERE saving_retry_ms >= 10)", "count(saving_retry_ms)",

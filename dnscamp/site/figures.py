@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
-from dnscamp.report import ATLAS_FILTER, RUN_FILTER, dns_counts, dns_hist, exact_median, hist_stats, page_counts, page_hist, wilson
+from dnscamp.report import ATLAS_FILTER, RUN_FILTER, dns_counts, dns_hist, p50_with_interval_sql, hist_stats, page_counts, page_hist, wilson
 
 Rows = list[dict[str, Any]]
 Table = tuple[list[str], list[list[Any]]]
@@ -476,7 +476,7 @@ TABLE_II_TERMS = ["rtt_dns_ms", "rtt_server_ms", "rtt_direct_ms", "status_quo_ms
 
 # Every probe has every term (the filter), so one n serves every median's interval.
 SQL_TABLE_II = f"""SELECT probes,
-       {COLUMNS.join(exact_median(t, "probes", t) for t in TABLE_II_TERMS)}
+       {COLUMNS.join(p50_with_interval_sql(t, "probes", t) for t in TABLE_II_TERMS)}
 FROM (SELECT *, count(*) OVER () AS probes
       FROM v_quicsocks_savings
       WHERE {ATLAS_FILTER}
