@@ -9,7 +9,7 @@ import math
 
 from vantage_agent.dns.registry import TRANSPORTS
 
-from dashboards.panels import (DAILY, HOURLY, bar_panel, heatmap_panel, hist_bins, hist_cdf, hist_quantiles, histogram_panel,
+from dashboards.panels import (DAILY, HOURLY, bar_panel, heatmap_panel, hist_bins, hist_cdf, hist_quantiles, MEDIAN_TABLE_TIPS, median_table, histogram_panel,
                                new_dashboard, table_panel, time_series, where, xy_panel)
 
 UID = "dnscamp-dns"
@@ -138,22 +138,15 @@ REGION_W = where("campaign", "region", *ROLLUP_VARS[1:], time="day")
 def _per_transport(where_sql: str) -> str:
     """Per transport: ok queries, the median total_ms with its 95 % interval, p90 and p99
     (the daily rollup's histograms under ``where_sql``)."""
-    sums = f"""SELECT transport, bucket, sum(n) AS n
+    return median_table(f"""SELECT transport, bucket, sum(n) AS n
               FROM v_dns_conn_daily_hist
               {where_sql}
                 AND measure = 'total_ms'
-              GROUP BY 1, 2"""
-    return f"""
-SELECT transport, p50 AS p50_ms, p50_lo AS p50_lo_ms, p50_hi AS p50_hi_ms, p90 AS p90_ms, p99 AS p99_ms, hist_n AS n
-FROM ({hist_quantiles(sums, "transport", {"p50": 0.5, "p90": 0.9, "p99": 0.99}, median="p50")}
-) q
-ORDER BY 1"""
+              GROUP BY 1, 2""", "transport", "transport", "queries")[0]
 
 
-PER_TRANSPORT_COLUMNS = {"transport": ("transport", None), "p50_ms": ("median", "ms"), "p50_lo_ms": ("median 95 % CI low", "ms"),
-                         "p50_hi_ms": ("median 95 % CI high", "ms"), "p90_ms": ("p90", "ms"), "p99_ms": ("p99", "ms"),
-                         "n": ("queries", "none")}
-PER_TRANSPORT_TIPS = ("p50_lo_ms", "p50_hi_ms", "p90_ms", "p99_ms", "n")
+PER_TRANSPORT_COLUMNS = median_table("", "transport", "transport", "queries")[1]
+PER_TRANSPORT_TIPS = MEDIAN_TABLE_TIPS
 
 
 def dashboard():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from vantage_agent.pageload.dnsmode import TRANSPORTS
 
-from dashboards.panels import (DAILY, FILTERS, bar_panel, hist_bins, hist_cdf, hist_quantiles, histogram_panel, new_dashboard,
+from dashboards.panels import (DAILY, FILTERS, bar_panel, hist_bins, hist_cdf, hist_quantiles, MEDIAN_TABLE_TIPS, median_table, histogram_panel, new_dashboard,
                                table_panel, where, xy_panel)
 
 UID = "dnscamp-pageloads"
@@ -82,21 +82,14 @@ ORDER BY 1"""
 def _per_mode(where_sql: str) -> str:
     """Per DNS mode: ok loads, the median PLT with its 95 % interval, p90 and p99 (the daily
     rollup's histograms under ``where_sql``)."""
-    sums = f"""SELECT dns_mode, bucket, sum(n) AS n
+    return median_table(f"""SELECT dns_mode, bucket, sum(n) AS n
               FROM v_page_load_daily_hist
               {where_sql}
-              GROUP BY 1, 2"""
-    return f"""
-SELECT dns_mode, p50 AS p50_ms, p50_lo AS p50_lo_ms, p50_hi AS p50_hi_ms, p90 AS p90_ms, p99 AS p99_ms, hist_n AS n
-FROM ({hist_quantiles(sums, "dns_mode", {"p50": 0.5, "p90": 0.9, "p99": 0.99}, median="p50")}
-) q
-ORDER BY 1"""
+              GROUP BY 1, 2""", "dns_mode", "DNS mode", "loads")[0]
 
 
-PER_MODE_COLUMNS = {"dns_mode": ("DNS mode", None), "p50_ms": ("median", "ms"), "p50_lo_ms": ("median 95 % CI low", "ms"),
-                    "p50_hi_ms": ("median 95 % CI high", "ms"), "p90_ms": ("p90", "ms"), "p99_ms": ("p99", "ms"),
-                    "n": ("loads", "none")}
-PER_MODE_TIPS = ("p50_lo_ms", "p50_hi_ms", "p90_ms", "p99_ms", "n")
+PER_MODE_COLUMNS = median_table("", "dns_mode", "DNS mode", "loads")[1]
+PER_MODE_TIPS = MEDIAN_TABLE_TIPS
 
 
 def dashboard():

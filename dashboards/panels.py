@@ -201,6 +201,25 @@ def hist_quantiles(sums: str, keys: str, qs: dict[str, float], *, median: str | 
         GROUP BY {keys}) g{lateral}"""
 
 
+
+# the columns median_table shows in the tooltip only
+MEDIAN_TABLE_TIPS = ("p50_lo_ms", "p50_hi_ms", "p90_ms", "p99_ms", "n")
+
+
+def median_table(sums: str, key: str, key_title: str, n_title: str) -> tuple[str, dict[str, tuple[str, str | None]]]:
+    """Per ``key`` (a column of ``sums``, (key, bucket, n) histogram sums): the median with its
+    95 % interval, p90, p99 and n, as SQL and the table's columns (the interval, the tails and n
+    are MEDIAN_TABLE_TIPS, shown in the tooltip). The per-region and per-vantage rows' table."""
+    sql = f"""
+SELECT {key}, p50 AS p50_ms, p50_lo AS p50_lo_ms, p50_hi AS p50_hi_ms, p90 AS p90_ms, p99 AS p99_ms, hist_n AS n
+FROM ({hist_quantiles(sums, key, {"p50": 0.5, "p90": 0.9, "p99": 0.99}, median="p50")}
+) q
+ORDER BY 1"""
+    columns = {key: (key_title, None), "p50_ms": ("median", "ms"), "p50_lo_ms": ("median 95 % CI low", "ms"),
+               "p50_hi_ms": ("median 95 % CI high", "ms"), "p90_ms": ("p90", "ms"), "p99_ms": ("p99", "ms"),
+               "n": (n_title, "none")}
+    return sql, columns
+
 def hist_cdf(series: str, value: str, source: str, where_sql: str) -> str:
     """A CDF per ``series`` (an SQL expression over ``source``, a histogram view) at the upper
     edge of each non-empty bucket: the share of the series' values below that edge, which is

@@ -11,6 +11,7 @@ endpoint): the server's certificate comes from a throwaway CA (testbed.services.
 
 Missing terraform/tofu, the provider mirror or moto's server dependencies FAIL naming them."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -108,30 +109,44 @@ def _evaluate_secure_transport(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory):
+    d = tmp_path_factory.mktemp("moto")
+    with https_moto(d) as m:
+        spec = d / "motofleet.toml"
+        spec.write_text(SPEC)
+        yield {**m, "spec": spec, "build": d / "build"}
+
+
+@contextlib.contextmanager
+def https_moto(d: Path, *patches):
+    """An HTTPS moto server (certificate from a throwaway CA under ``d``, IAM's AWS-managed
+    policies loaded, the TLS-only condition evaluated, then each of ``patches`` applied to a
+    MonkeyPatch) and the operator's environment: {"url", "env", "ca", "dir", "outputs"}.
+    Fails naming terraform or the provider mirror when they are missing."""
     from testbed.services.ca import CA
 
     require_terraform()
     patch = pytest.MonkeyPatch()
     _evaluate_secure_transport(patch)
-    d = tmp_path_factory.mktemp("moto")
+    for extra in patches:
+        extra(patch)
     ca = CA(d / "ca").ensure()
     leaf = ca.issue("moto", ["moto.test"], ips=["127.0.0.1"])
     server = _moto_server_class()(leaf.cert, leaf.key)
     # the instance role attaches AWS's AmazonSSMManagedInstanceCore, which moto knows only when asked
     patch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
     server.start()
-    host, port = server.get_host_and_port()
-    url = f"https://{host}:{port}"
-    reset_backends(url, str(ca.cert_path))  # backends made earlier in this process did not load them
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIAMOTOTESTOPERATOR", AWS_SECRET_ACCESS_KEY=MARKER,
-               AWS_DEFAULT_REGION="us-east-2", AWS_CA_BUNDLE=str(ca.cert_path))
-    env.pop("AWS_PROFILE", None)
-    env.pop("AWS_SESSION_TOKEN", None)
-    spec = d / "motofleet.toml"
-    spec.write_text(SPEC)
-    yield {"url": url, "env": env, "spec": spec, "build": d / "build", "ca": str(ca.cert_path), "outputs": []}
-    server.stop()
-    patch.undo()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"https://{host}:{port}"
+        reset_backends(url, str(ca.cert_path))  # backends made earlier in this process did not load them
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIAMOTOTESTOPERATOR", AWS_SECRET_ACCESS_KEY=MARKER,
+                   AWS_DEFAULT_REGION="us-east-2", AWS_CA_BUNDLE=str(ca.cert_path))
+        env.pop("AWS_PROFILE", None)
+        env.pop("AWS_SESSION_TOKEN", None)
+        yield {"url": url, "env": env, "ca": str(ca.cert_path), "dir": d, "outputs": []}
+    finally:
+        server.stop()
+        patch.undo()
 
 
 def reset_backends(url: str, cafile: str) -> None:

@@ -137,32 +137,11 @@ def _assume_the_prefix_condition(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def aws(tmp_path_factory):
-    """An HTTPS moto server (IAM's AWS-managed policies loaded) and the operator's environment."""
-    import os
+    """test_fleet_moto's HTTPS moto server, the collector's s3:prefix condition assumed too."""
+    from tests.local.test_fleet_moto import https_moto
 
-    from testbed.services.ca import CA
-    from tests.local import test_fleet_moto as fm
-
-    require_terraform()
-    patch = pytest.MonkeyPatch()
-    fm._evaluate_secure_transport(patch)
-    _assume_the_prefix_condition(patch)
-    patch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
-    d = tmp_path_factory.mktemp("tfguard")
-    ca = CA(d / "ca").ensure()
-    leaf = ca.issue("moto", ["moto.test"], ips=["127.0.0.1"])
-    server = fm._moto_server_class()(leaf.cert, leaf.key)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"https://{host}:{port}"
-    fm.reset_backends(url, str(ca.cert_path))
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIAMOTOTESTOPERATOR", AWS_SECRET_ACCESS_KEY=fm.MARKER,
-               AWS_DEFAULT_REGION="us-east-2", AWS_CA_BUNDLE=str(ca.cert_path))
-    env.pop("AWS_PROFILE", None)
-    env.pop("AWS_SESSION_TOKEN", None)
-    yield {"url": url, "env": env, "ca": str(ca.cert_path), "dir": d, "outputs": []}
-    server.stop()
-    patch.undo()
+    with https_moto(tmp_path_factory.mktemp("tfguard"), _assume_the_prefix_condition) as m:
+        yield m
 
 
 def fleet(m, spec, *args, check=True, after=()):
