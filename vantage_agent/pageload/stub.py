@@ -32,6 +32,7 @@ import dns.message
 import dns.query
 import dns.quic
 import dns.rcode
+from dns.quic._common import UnexpectedEOF  # dnspython 2.9 does not re-export it from dns.quic
 
 from vantage_agent.dns import registry as dns_registry
 from vantage_agent.pageload.resolver import Resolver
@@ -149,7 +150,7 @@ class Forwarder:
                     bootstrap_address=self.r.address,
                     http_version=dns.query.HTTPVersion.H3,
                 )
-            except (dns.quic.UnexpectedEOF, ConnectionError, OSError):
+            except (UnexpectedEOF, ConnectionError, OSError):
                 with self.lock:  # the connection died (idle timeout, reset): one fresh try
                     if self.conn is conn:
                         self.conn = None
